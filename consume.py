@@ -1,0 +1,236 @@
+"""An idempotent Kafka consumer: the inbox pattern.
+
+Claim: each credit is applied once however many times Kafka delivers it. The
+event's ID goes into `processed_messages` in the same Postgres transaction as
+the credit, the credit is applied only when that insert claimed a new row, and
+the Kafka offset is committed only after the transaction has committed. A crash
+anywhere replays at most the message in hand, and the replay finds its row.
+
+Assumptions: producers put a stable ID in the `event_id` header (publish.py);
+the side effect lives in the same database as the inbox; `CONSUMER_DSN` and
+`KAFKA_BROKERS` (settings.py) point at the services.
+
+Beyond the happy path: a message that no retry can fix (no ID, not JSON, a
+malformed credit, an unknown account) is parked on `<topic>.dlq` with a
+`dlq_reason` header, and its offset is committed only once the broker has
+confirmed the dead letter, so nothing is lost and the consumer keeps going.
+
+    python consume.py                     # reads consumer.deposits as group wallet-credits
+"""
+import argparse
+import json
+import logging
+import threading
+
+import psycopg
+from confluent_kafka import Consumer, KafkaException, Message, Producer
+
+from publish import DEMO_TOPIC, ensure_topic, make_producer
+from settings import BROKERS, DSN
+
+CONSUMER_NAME = "wallet-credits"  # the inbox key's first half: each consumer remembers its own IDs
+MAX_EVENT_ID_BYTES = 512  # far above any UUID; a B-tree entry has a hard size limit
+DEAD_LETTER_TIMEOUT_S = 30.0
+log = logging.getLogger("consume")
+
+
+class PoisonMessage(Exception):
+    """A message that no retry can fix; it is dead-lettered with this reason."""
+
+    def __init__(self, reason: str):
+        super().__init__(reason)
+        self.reason = reason
+
+
+class DeadLetterFailed(Exception):
+    """The broker did not confirm a dead letter, so the offset must not move past it."""
+
+
+def credit_account(conn: psycopg.Connection, event_id: str, event: dict) -> None:
+    """The side effect. An increment: running it twice credits twice."""
+    updated = conn.execute(
+        "UPDATE accounts SET balance = balance + %s WHERE id = %s",
+        (event["amount"], event["account_id"]),
+    ).rowcount
+    if updated == 0:
+        raise PoisonMessage(f"unknown account {event['account_id']}")
+    conn.execute(
+        "INSERT INTO ledger (event_id, account_id, amount) VALUES (%s, %s, %s)",
+        (event_id, event["account_id"], event["amount"]),
+    )
+
+
+def handle_once(conn: psycopg.Connection, event_id: str, event: dict, apply=credit_account,
+                consumer: str = CONSUMER_NAME) -> bool:
+    """Apply the event unless this consumer already has; True if it was applied now.
+
+    A concurrent handler of the same ID blocks on the primary key until the
+    first one commits (then claims nothing) or rolls back (then claims the row).
+    """
+    with conn.transaction():
+        claimed = conn.execute(
+            "INSERT INTO processed_messages (consumer, message_id) VALUES (%s, %s) "
+            "ON CONFLICT DO NOTHING RETURNING message_id",
+            (consumer, event_id),
+        ).fetchone()
+        if claimed is None:
+            return False
+        apply(conn, event_id, event)  # if this raises, the inbox row rolls back with it
+    return True
+
+
+def event_id_of(msg: Message) -> str | None:
+    """The producer's ID from the `event_id` header; None when absent, empty or not UTF-8.
+
+    Never the offset: a republished copy of the same event gets a new one.
+    """
+    for key, value in msg.headers() or ():
+        if key == "event_id" and value:
+            try:
+                return value.decode("utf-8")
+            except UnicodeDecodeError:
+                return None
+    return None
+
+
+def checked_event_id(msg: Message) -> str:
+    event_id = event_id_of(msg)
+    if event_id is None:
+        raise PoisonMessage("no event_id header (missing, empty or not UTF-8)")
+    if "\x00" in event_id:
+        raise PoisonMessage("event_id contains a NUL byte, which Postgres text cannot hold")
+    if len(event_id.encode()) > MAX_EVENT_ID_BYTES:
+        raise PoisonMessage(f"event_id is longer than {MAX_EVENT_ID_BYTES} bytes")
+    return event_id
+
+
+def _integer_field(event: dict, name: str, low: int, high: int) -> None:
+    if name not in event:
+        raise PoisonMessage(f"event has no {name}")
+    value = event[name]
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise PoisonMessage(f"{name} must be an integer, got {type(value).__name__}")
+    if not low <= value <= high:
+        raise PoisonMessage(f"{name} {value} is outside {low}..{high}")
+
+
+def parse_event(value: bytes | None) -> dict:
+    """Decode and validate a credit, or raise PoisonMessage saying what is wrong."""
+    if value is None:
+        raise PoisonMessage("value is empty")
+    try:
+        event = json.loads(value)
+    except ValueError as e:  # includes UnicodeDecodeError
+        raise PoisonMessage(f"value is not JSON: {e}") from None
+    if not isinstance(event, dict):
+        raise PoisonMessage(f"value is JSON {type(event).__name__}, not an object")
+    _integer_field(event, "account_id", 1, 2**31 - 1)
+    _integer_field(event, "amount", 1, 2**53)  # a credit is positive; the sum stays in bigint
+    return event
+
+
+def dead_letter_topic(topic: str) -> str:
+    return f"{topic}.dlq"
+
+
+def dead_letter(producer: Producer, msg: Message, reason: str) -> None:
+    """Park the message on the DLQ with its key, value and headers; return only once it is durable."""
+    headers = list(msg.headers() or ()) + [
+        ("dlq_reason", reason.encode()),
+        ("dlq_source", f"{msg.topic()}/{msg.partition()}/{msg.offset()}".encode()),
+    ]
+    outcome = []
+    producer.produce(dead_letter_topic(msg.topic()), key=msg.key(), value=msg.value(), headers=headers,
+                     on_delivery=lambda err, _msg: outcome.append(err))
+    producer.flush(DEAD_LETTER_TIMEOUT_S)
+    if not outcome:
+        raise DeadLetterFailed(f"no acknowledgement for the dead letter within {DEAD_LETTER_TIMEOUT_S:g}s")
+    if outcome[0] is not None:
+        raise DeadLetterFailed(f"dead letter rejected: {outcome[0]}")
+
+
+def process(conn: psycopg.Connection, msg: Message, dead_letters: Producer,
+            handle=handle_once, apply=credit_account) -> str:
+    """Bring one message to a durable outcome: "applied", "skipped" or "dead-lettered"."""
+    try:
+        event_id = checked_event_id(msg)
+        event = parse_event(msg.value())
+        applied = handle(conn, event_id, event, apply)
+    except PoisonMessage as poison:
+        dead_letter(dead_letters, msg, poison.reason)
+        log.warning("dead-lettered %s/%s/%s: %s", msg.topic(), msg.partition(), msg.offset(), poison.reason)
+        return "dead-lettered"
+    if not applied:
+        log.info("skipped duplicate %s", event_id)
+        return "skipped"
+    return "applied"
+
+
+def commit_offset(consumer: Consumer, msg: Message) -> bool:
+    """Synchronously commit the offset after msg; a failure is logged, never raised.
+
+    A failed commit means the partition moved to another member (or the group
+    forgot us). Its next owner gets the message again and the inbox skips it.
+    """
+    try:
+        consumer.commit(message=msg, asynchronous=False)
+    except KafkaException as e:
+        log.warning("offset commit failed: %s", e.args[0].name())
+        return False
+    return True
+
+
+def consumer_config(group: str, **overrides) -> dict:
+    return {
+        "bootstrap.servers": BROKERS,
+        "group.id": group,
+        # Off: the client would otherwise commit on a timer, for messages it has
+        # merely handed us. We commit ourselves, after Postgres has.
+        "enable.auto.commit": False,
+        # A group with no committed offset starts at the beginning of the topic;
+        # librdkafka's default, latest, would silently skip the backlog.
+        "auto.offset.reset": "earliest",
+        **overrides,
+    }
+
+
+def run(topic: str, group: str, apply=credit_account, *, handle=handle_once, dsn: str = DSN,
+        stop: threading.Event | None = None, after_db_commit=None, **overrides) -> None:
+    """Consume `topic` as `group` until `stop` is set (or forever).
+
+    `overrides` are librdkafka settings, e.g. run(t, g, **{"session.timeout.ms": 6000}).
+    `handle` is the dedup step (handle_once); `after_db_commit(msg, outcome)` runs
+    between the database commit and the offset commit, where crashes hurt most.
+    """
+    ensure_topic(dead_letter_topic(topic))
+    consumer = Consumer(consumer_config(group, **overrides))
+    dead_letters = make_producer()
+    consumer.subscribe([topic])
+    try:
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            while stop is None or not stop.is_set():
+                msg = consumer.poll(0.5)
+                if msg is None:
+                    continue
+                if msg.error():
+                    log.warning("consumer error: %s", msg.error())
+                    continue
+                outcome = process(conn, msg, dead_letters, handle, apply)
+                if after_db_commit is not None:
+                    after_db_commit(msg, outcome)
+                commit_offset(consumer, msg)
+    finally:
+        consumer.close()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description="Consume credits through the inbox.")
+    parser.add_argument("--topic", default=DEMO_TOPIC)
+    parser.add_argument("--group", default=CONSUMER_NAME)
+    args = parser.parse_args()
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    run(args.topic, args.group)
+
+
+if __name__ == "__main__":
+    main()

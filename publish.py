@@ -1,0 +1,112 @@
+"""The producer side: every credit carries its own event ID in a header.
+
+Claim: the consumer can only deduplicate what the producer names. The ID is set
+once, where the event is born, and travels in the `event_id` header, so a copy
+published again (a retry, a relay restart) carries the same ID at a new offset.
+
+Assumptions: the topic exists or this script may create it (the broker does not
+auto-create topics); `KAFKA_BROKERS` points at the broker (settings.py).
+
+    python publish.py 1000        # 1,000 demo credits to consumer.deposits
+"""
+import argparse
+import json
+import sys
+
+from confluent_kafka import KafkaException, Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from settings import BROKERS
+
+DEMO_TOPIC = "consumer.deposits"
+
+
+def make_producer(**overrides) -> Producer:
+    return Producer({
+        "bootstrap.servers": BROKERS,
+        # librdkafka's default is false: without it a retried send can land twice.
+        "enable.idempotence": True,
+        # Implied by idempotence, spelled out: a send counts only once every in-sync replica has it.
+        "acks": "all",
+        **overrides,
+    })
+
+
+def publish(producer: Producer, topic: str, event_id: str, event: dict, on_delivery=None) -> None:
+    """Queue one event; the ID rides in a header, the account is the key (one partition per account)."""
+    producer.produce(
+        topic,
+        key=str(event["account_id"]).encode(),
+        value=json.dumps(event).encode(),
+        headers=[("event_id", event_id.encode())],
+        on_delivery=on_delivery,
+    )
+
+
+def ensure_topic(name: str, partitions: int = 1, timeout_s: float = 30.0) -> None:
+    """Create the topic unless it exists; wait until the broker confirms."""
+    admin = AdminClient({"bootstrap.servers": BROKERS})
+    existing = admin.list_topics(timeout=timeout_s).topics
+    if name in existing:
+        return
+    future = admin.create_topics([NewTopic(name, partitions, 1)], operation_timeout=timeout_s)[name]
+    try:
+        future.result(timeout=timeout_s)
+    except KafkaException as e:
+        if e.args[0].name() != "TOPIC_ALREADY_EXISTS":  # a racing creator is fine
+            raise
+
+
+def demo_event(n: int) -> tuple[str, dict]:
+    """The n-th demo credit: 100 accounts, amounts 1..10, IDs evt-1, evt-2, ..."""
+    return f"evt-{n}", {"account_id": n % 100 + 1, "amount": n % 10 + 1}
+
+
+def publish_acknowledged(producer: Producer, topic: str, events, timeout_s: float = 60.0) -> int:
+    """Publish (event_id, event) pairs; return how many the broker acknowledged within the deadline."""
+    acked = 0
+    failures = []
+
+    def delivered(err, _msg):
+        nonlocal acked
+        if err is None:
+            acked += 1
+        else:
+            failures.append(err)
+
+    sent = 0
+    for event_id, event in events:
+        for _ in range(120):
+            try:
+                publish(producer, topic, event_id, event, on_delivery=delivered)
+                break
+            except BufferError:  # local queue full: let deliveries drain it
+                producer.poll(0.5)
+        else:
+            raise RuntimeError("the producer's local queue stayed full for 60 s: is the broker up?")
+        sent += 1
+        producer.poll(0)
+    remaining = producer.flush(timeout_s)
+    if failures:
+        print(f"publish: {len(failures)} sends failed, first: {failures[0]}", file=sys.stderr)
+    if remaining:
+        print(f"publish: {remaining} sends still unacknowledged after {timeout_s:g}s", file=sys.stderr)
+    return acked
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("count", type=int, help="how many demo credits to publish")
+    parser.add_argument("--topic", default=DEMO_TOPIC)
+    parser.add_argument("--partitions", type=int, default=6, help="used only if the topic is created")
+    args = parser.parse_args(argv)
+    if args.count < 1:
+        parser.error("count must be at least 1")
+    ensure_topic(args.topic, args.partitions)
+    acked = publish_acknowledged(make_producer(), args.topic, (demo_event(n) for n in range(1, args.count + 1)))
+    print(f"published {acked} of {args.count} credits to {args.topic}")
+    return 0 if acked == args.count else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
