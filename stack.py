@@ -138,7 +138,8 @@ def wait_for(check, deadline_s: float, what: str, log: Path | None = None, inter
 def require_java() -> str:
     java = shutil.which("java")
     if java is None:
-        raise StackError(f"java not found: install a JDK 17 or newer (apt-get install openjdk-17-jre-headless), {DOCKER_HINT}")
+        raise StackError("java not found: install a JDK 17 or newer (apt-get install openjdk-17-jre-headless), "
+                         + DOCKER_HINT)
     out = subprocess.run([java, "-version"], capture_output=True, text=True).stderr
     match = re.search(r'version "(\d+)', out)
     if match and int(match.group(1)) < 17:

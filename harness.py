@@ -1,0 +1,336 @@
+"""Plumbing shared by the tests and the measure_* harnesses, and the checker.
+
+Every run gets a schema, a topic and a group of its own (uuid suffix), so a hard
+kill leaves nothing behind that a later run could trip over. The checker is a
+pure function of what was published and what the ledger holds; it never asks
+Kafka or Postgres anything, so it is unit-tested on hand-made data.
+
+Assumptions: the services named in settings.py are up (`make up`).
+"""
+import collections
+import json
+import os
+import platform
+import random
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from pathlib import Path
+
+import psycopg
+from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka.admin import AdminClient
+from psycopg import sql
+from psycopg.conninfo import make_conninfo
+
+from publish import ensure_topic, make_producer, publish_acknowledged
+from settings import BROKERS, DSN
+
+ROOT = Path(__file__).resolve().parent
+RESULTS = ROOT / "results"
+ACCOUNTS = 100
+
+
+# --- bounded waiting -----------------------------------------------------------
+
+def wait_until(predicate, timeout_s: float, what: str, interval_s: float = 0.1):
+    """Return predicate()'s first truthy value; TimeoutError naming `what` at the deadline."""
+    end = time.monotonic() + timeout_s
+    while time.monotonic() < end:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(interval_s)
+    value = predicate()  # one last look, so a deadline of 0 still checks once
+    if value:
+        return value
+    raise TimeoutError(f"timed out after {timeout_s:g}s waiting for {what}")
+
+
+# --- per-run schema, topic, group ---------------------------------------------
+
+def unique(prefix: str) -> str:
+    return f"{prefix}_{uuid.uuid4().hex[:12]}"
+
+
+def scoped_dsn(schema: str, dsn: str = DSN) -> str:
+    """The same database, with `schema` first on the search path: the scripts' unqualified
+    table names then resolve to this run's tables."""
+    return make_conninfo(dsn, options=f"-c search_path={schema}")
+
+
+def create_schema(schema: str, accounts: int = ACCOUNTS, dsn: str = DSN) -> str:
+    """Create `schema` with schema.sql's tables and `accounts` zero balances; return its DSN."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(schema)))
+    scoped = scoped_dsn(schema, dsn)
+    with psycopg.connect(scoped, autocommit=True) as conn:
+        conn.execute((ROOT / "schema.sql").read_text())
+        conn.execute("INSERT INTO accounts (id) SELECT generate_series(1, %s)", (accounts,))
+    return scoped
+
+
+def drop_schema(schema: str, dsn: str = DSN) -> None:
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))
+
+
+def create_topic(name: str, partitions: int = 1) -> str:
+    ensure_topic(name, partitions)
+    return name
+
+
+def delete_topics(*names: str, timeout_s: float = 30.0) -> None:
+    admin = AdminClient({"bootstrap.servers": BROKERS})
+    existing = admin.list_topics(timeout=timeout_s).topics
+    doomed = [n for n in names if n in existing]
+    for future in admin.delete_topics(doomed, operation_timeout=timeout_s).values() if doomed else ():
+        future.result(timeout=timeout_s)
+
+
+# --- workload ------------------------------------------------------------------
+
+def make_events(count: int, prefix: str, accounts: int = ACCOUNTS, seed: int = 0) -> list[tuple[str, dict]]:
+    """`count` credits with IDs prefix-1..prefix-count; seq lets a worker pick the ones to stall."""
+    rng = random.Random(seed)
+    return [(f"{prefix}-{n}", {"account_id": rng.randint(1, accounts), "amount": rng.randint(1, 100), "seq": n})
+            for n in range(1, count + 1)]
+
+
+def produce_events(topic: str, events: list[tuple[str, dict]], timeout_s: float = 120.0) -> list[str]:
+    """Publish every event or raise: a harness must know exactly what was published."""
+    acked = publish_acknowledged(make_producer(), topic, events, timeout_s)
+    if acked != len(events):
+        raise RuntimeError(f"only {acked} of {len(events)} events were acknowledged by the broker")
+    return [event_id for event_id, _ in events]
+
+
+def lag(group: str, topic: str, timeout_s: float = 10.0) -> int:
+    """Messages in `topic` past `group`'s committed offsets (all of them if it committed none)."""
+    probe = Consumer({"bootstrap.servers": BROKERS, "group.id": group, "enable.auto.commit": False})
+    try:
+        partitions = probe.list_topics(topic, timeout=timeout_s).topics[topic].partitions
+        committed = probe.committed([TopicPartition(topic, p) for p in partitions], timeout=timeout_s)
+        total = 0
+        for tp in committed:
+            low, high = probe.get_watermark_offsets(TopicPartition(topic, tp.partition), timeout=timeout_s)
+            total += high - (tp.offset if tp.offset >= 0 else low)
+        return total
+    finally:
+        probe.close()
+
+
+def effects(dsn: str) -> dict:
+    """What the consumers did: every ledger row, and every balance."""
+    with psycopg.connect(dsn) as conn:
+        rows = conn.execute("SELECT event_id, account_id, amount FROM ledger ORDER BY id").fetchall()
+        balances = dict(conn.execute("SELECT id, balance FROM accounts").fetchall())
+    return {"ledger": rows, "balances": balances}
+
+
+def ledger_count(dsn: str) -> int:
+    with psycopg.connect(dsn) as conn:
+        return conn.execute("SELECT count(*) FROM ledger").fetchone()[0]
+
+
+# --- the checker -----------------------------------------------------------------
+
+def check(published: dict[str, dict], ledger: list[tuple], balances: dict[int, int]) -> dict:
+    """Compare what was published with what was applied. Pure: no I/O.
+
+    published: event ID -> event ({"account_id", "amount"}); ledger: (event_id,
+    account_id, amount) rows; balances: account -> balance.
+    duplicates counts ledger rows beyond the first per event ID; lost counts
+    published IDs with no row; balances_exact says every account holds exactly
+    the sum of its published credits.
+    """
+    per_id = collections.Counter(row[0] for row in ledger)
+    expected = collections.Counter()
+    for event in published.values():
+        expected[event["account_id"]] += event["amount"]
+    accounts = set(expected) | set(balances)
+    return {
+        "duplicates": sum(n - 1 for event_id, n in per_id.items() if event_id in published),
+        "lost": sum(1 for event_id in published if event_id not in per_id),
+        "unexpected": sum(n for event_id, n in per_id.items() if event_id not in published),
+        "ledger_rows": len(ledger),
+        "balance_total": sum(balances.values()),
+        "expected_balance": sum(expected.values()),
+        "balances_exact": all(balances.get(a, 0) == expected.get(a, 0) for a in accounts),
+    }
+
+
+# --- workers: start them, read their logs, kill them -----------------------------
+
+COUNTED = {
+    "skipped": re.compile(r"skipped duplicate "),
+    "commit_failed": re.compile(r"offset commit failed: (\S+)"),
+    "evictions": re.compile(r"MAXPOLL|maximum poll interval"),
+    "stalls": re.compile(r"stalling "),
+}
+
+
+class Worker:
+    """One `worker.py` process. Its log is read as it is written, so a harness can wait
+    on events ("first side effect") instead of sleeping, and count what the checkers need."""
+
+    def __init__(self, variant: str, topic: str, group: str, dsn: str, log_path: Path | None = None,
+                 args: tuple = ()):
+        env = dict(os.environ, CONSUMER_DSN=dsn, PYTHONUNBUFFERED="1")
+        self.proc = subprocess.Popen(
+            [sys.executable, str(ROOT / "worker.py"), "--variant", variant, "--topic", topic, "--group", group,
+             *map(str, args)],
+            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
+        )
+        self.first_effect = threading.Event()
+        self.counts = collections.Counter()
+        self.examples: dict[str, str] = {}
+        self.tail = collections.deque(maxlen=40)
+        self._lock = threading.Lock()
+        self._log = open(log_path, "a") if log_path else None
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        for line in self.proc.stdout:
+            if self._log:
+                self._log.write(line)
+            with self._lock:
+                self.tail.append(line.rstrip())
+                if "first side effect" in line:
+                    self.first_effect.set()
+                for name, pattern in COUNTED.items():
+                    match = pattern.search(line)
+                    if match:
+                        key = f"{name}:{match.group(1)}" if match.groups() else name
+                        self.counts[key] += 1
+                        self.examples.setdefault(name, line.strip())
+        if self._log:
+            self._log.flush()
+
+    def wait_first_effect(self, timeout_s: float) -> bool:
+        """True once the worker applied its first credit; False if it exited or the time ran out."""
+        end = time.monotonic() + timeout_s
+        while time.monotonic() < end:
+            if self.first_effect.wait(0.2):
+                return True
+            if self.proc.poll() is not None:
+                return False
+        return False
+
+    def kill(self) -> None:
+        """SIGKILL: no finally, no close(), no last commit."""
+        self.proc.kill()
+        self._finish()
+
+    def stop(self, timeout_s: float = 30.0) -> None:
+        """SIGTERM: the worker leaves the group cleanly; SIGKILL if it does not within the deadline."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout_s)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+        self._finish()
+
+    def _finish(self) -> None:
+        self.proc.wait(30)
+        self._reader.join(10)
+        if self._log and not self._log.closed:
+            self._log.close()
+
+    def log_tail(self) -> str:
+        with self._lock:
+            return "\n".join(self.tail)
+
+
+def recover(variant: str, topic: str, group: str, dsn: str, deadline_s: float, log_path: Path | None = None,
+            still_s: float = 3.0, args: tuple = ()) -> dict:
+    """The recovery phase: one worker drains until lag is 0 and the ledger has been still
+    for `still_s`; RuntimeError naming lag and rows if that does not happen by the deadline."""
+    worker = Worker(variant, topic, group, dsn, log_path, args)
+    started = time.monotonic()
+    last_rows, still_since, behind = -1, started, None
+    try:
+        while time.monotonic() - started < deadline_s:
+            time.sleep(0.5)
+            rows, behind = ledger_count(dsn), lag(group, topic)
+            if rows != last_rows:
+                last_rows, still_since = rows, time.monotonic()
+            if behind == 0 and time.monotonic() - still_since >= still_s:
+                break
+            if worker.proc.poll() is not None:
+                raise RuntimeError(f"the recovery worker exited ({worker.proc.returncode}):\n{worker.log_tail()}")
+        else:
+            raise RuntimeError(f"recovery did not finish within {deadline_s:g}s: lag {behind}, "
+                               f"ledger rows {last_rows}\n{worker.log_tail()}")
+    finally:
+        worker.stop()
+    return {"recovery_s": round(time.monotonic() - started, 1), "counts": dict(worker.counts)}
+
+
+# --- what every results file records ----------------------------------------------
+
+def machine() -> dict:
+    mem_kib = 0
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal:"):
+                mem_kib = int(line.split()[1])
+    except OSError:
+        pass
+    return {"cores": os.cpu_count(), "memory_gib": round(mem_kib / 1024 / 1024, 1),
+            "platform": platform.platform(), "python": platform.python_version()}
+
+
+def versions() -> dict:
+    import confluent_kafka
+
+    import stack
+
+    with psycopg.connect(DSN) as conn:
+        postgres = conn.execute("SHOW server_version").fetchone()[0]
+    return {"kafka": stack.kafka_version() or "unknown", "postgresql": postgres,
+            "confluent_kafka": confluent_kafka.version()[0], "librdkafka": confluent_kafka.libversion()[0],
+            "psycopg": psycopg.__version__}
+
+
+def write_results(path: Path, document: dict) -> None:
+    """Write atomically, so an interrupted run never leaves half a file to resume from."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_suffix(path.suffix + ".partial")
+    partial.write_text(json.dumps(document, indent=2, default=str) + "\n")
+    partial.replace(path)
+
+
+class measurement_lock:
+    """One measurement at a time on these services; a second one fails at once, by name."""
+
+    def __init__(self, name: str):
+        self.path = RESULTS / "measurement.lock"
+        self.name = name
+        self._fd = None
+
+    def __enter__(self):
+        import fcntl
+
+        RESULTS.mkdir(exist_ok=True)
+        self._fd = open(self.path, "a+")
+        try:
+            fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            self._fd.seek(0)
+            holder = self._fd.read().strip() or "another measurement"
+            raise SystemExit(f"{self.name}: {holder} is running on these services; wait for it to finish") from None
+        self._fd.seek(0)
+        self._fd.truncate()
+        self._fd.write(f"{self.name} (pid {os.getpid()})")
+        self._fd.flush()
+        return self
+
+    def __exit__(self, *exc):
+        self._fd.close()

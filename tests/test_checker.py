@@ -1,0 +1,41 @@
+"""The checker on tiny hand-made data: no Kafka, no Postgres."""
+from harness import check
+
+PUBLISHED = {"e1": {"account_id": 1, "amount": 10}, "e2": {"account_id": 1, "amount": 5},
+             "e3": {"account_id": 2, "amount": 7}}
+
+
+def test_exactly_once_is_clean():
+    ledger = [("e1", 1, 10), ("e2", 1, 5), ("e3", 2, 7)]
+    result = check(PUBLISHED, ledger, {1: 15, 2: 7})
+    assert result == {"duplicates": 0, "lost": 0, "unexpected": 0, "ledger_rows": 3, "balance_total": 22,
+                      "expected_balance": 22, "balances_exact": True}
+
+
+def test_duplicates_count_rows_beyond_the_first_per_id():
+    ledger = [("e1", 1, 10), ("e1", 1, 10), ("e1", 1, 10), ("e2", 1, 5), ("e3", 2, 7), ("e3", 2, 7)]
+    result = check(PUBLISHED, ledger, {1: 35, 2: 14})
+    assert (result["duplicates"], result["lost"], result["balances_exact"]) == (3, 0, False)
+    assert result["balance_total"] - result["expected_balance"] == 27
+
+
+def test_lost_counts_published_ids_without_a_row():
+    result = check(PUBLISHED, [("e3", 2, 7)], {1: 0, 2: 7})
+    assert (result["duplicates"], result["lost"], result["balances_exact"]) == (0, 2, False)
+
+
+def test_a_duplicate_and_a_loss_can_hide_in_a_matching_total():
+    # e2 lost (-5) and e3 doubled (+7) on another account: totals differ, per-account check catches it anyway.
+    result = check(PUBLISHED, [("e1", 1, 10), ("e3", 2, 7), ("e3", 2, 7)], {1: 10, 2: 14})
+    assert (result["duplicates"], result["lost"], result["balances_exact"]) == (1, 1, False)
+
+
+def test_rows_for_ids_nobody_published_are_reported_not_counted_as_duplicates():
+    result = check(PUBLISHED, [("e1", 1, 10), ("e2", 1, 5), ("e3", 2, 7), ("zz", 2, 1)], {1: 15, 2: 8})
+    assert (result["duplicates"], result["unexpected"], result["balances_exact"]) == (0, 1, False)
+
+
+def test_balances_exact_needs_every_account_not_just_the_total():
+    # Same total (22), wrong split between accounts.
+    ledger = [("e1", 1, 10), ("e2", 1, 5), ("e3", 2, 7)]
+    assert check(PUBLISHED, ledger, {1: 22, 2: 0})["balances_exact"] is False

@@ -1,0 +1,149 @@
+"""The consumer against a real Kafka broker and a real PostgreSQL: redelivery,
+dead letters for every kind of poison message, and a real process that dies
+between its database commit and its offset commit."""
+import contextlib
+import json
+import threading
+import uuid
+
+import pytest
+from confluent_kafka import Consumer
+
+import consume
+import harness
+from publish import make_producer, publish
+
+DRAIN_S = 60
+
+
+@contextlib.contextmanager
+def consuming(topic, group, dsn):
+    """consume.run in a thread, stopped and closed on exit."""
+    stop, errors = threading.Event(), []
+
+    def target():
+        try:
+            consume.run(topic, group, dsn=dsn, stop=stop)
+        except Exception as e:  # re-raised in the test below
+            errors.append(e)
+
+    thread = threading.Thread(target=target, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join(30)
+    assert not errors, errors
+
+
+def drained(group, topic):
+    harness.wait_until(lambda: harness.lag(group, topic) == 0, DRAIN_S, f"group {group} to commit all of {topic}",
+                       interval_s=0.2)
+
+
+def send(topic, messages):
+    """messages: (key, value bytes, headers) as raw as a broken producer might send them."""
+    producer = make_producer()
+    for key, value, headers in messages:
+        producer.produce(topic, key=key, value=value, headers=headers)
+    assert producer.flush(30) == 0
+
+
+def read_all(topic, expected, timeout_s=30):
+    reader = Consumer({"bootstrap.servers": consume.BROKERS, "group.id": f"reader-{uuid.uuid4().hex[:8]}",
+                       "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    reader.subscribe([topic])
+    got = []
+    try:
+        harness.wait_until(lambda: got.extend(m for m in reader.consume(10, 0.5) if not m.error()) or
+                           len(got) >= expected, timeout_s, f"{expected} messages on {topic}", interval_s=0)
+    finally:
+        reader.close()
+    return got
+
+
+def credit(event_id, account=1, amount=100):
+    return (b"1", json.dumps({"account_id": account, "amount": amount}).encode(), [("event_id", event_id.encode())])
+
+
+def test_republished_event_is_skipped_and_its_id_comes_from_the_header(topic, group, dsn, conn):
+    producer = make_producer()
+    for _ in range(2):  # the same event twice, as a relay that restarted would send it
+        publish(producer, topic, "evt-1", {"account_id": 1, "amount": 100})
+    assert producer.flush(30) == 0
+    copies = read_all(topic, 2)
+    assert [m.offset() for m in copies] == [0, 1]
+    assert [consume.event_id_of(m) for m in copies] == ["evt-1", "evt-1"]
+
+    with consuming(topic, group, dsn):
+        drained(group, topic)
+    assert conn.execute("SELECT event_id, count(*) FROM ledger GROUP BY event_id").fetchall() == [("evt-1", 1)]
+    assert conn.execute("SELECT balance FROM accounts WHERE id = 1").fetchone()[0] == 100
+
+
+POISON = {
+    "no event_id": ((b"1", b'{"account_id": 1, "amount": 5}', []), "no event_id header"),
+    "empty event_id": ((b"1", b'{"account_id": 1, "amount": 5}', [("event_id", b"")]), "no event_id header"),
+    "not JSON": ((b"1", b"credit 5 to 1", [("event_id", b"p-1")]), "value is not JSON"),
+    "not an object": ((b"1", b"[1, 5]", [("event_id", b"p-1")]), "not an object"),
+    "no account_id": ((b"1", b'{"amount": 5}', [("event_id", b"p-1")]), "event has no account_id"),
+    "no amount": ((b"1", b'{"account_id": 1}', [("event_id", b"p-1")]), "event has no amount"),
+    "amount a string": ((b"1", b'{"account_id": 1, "amount": "5"}', [("event_id", b"p-1")]),
+                        "amount must be an integer, got str"),
+    "account_id a float": ((b"1", b'{"account_id": 1.5, "amount": 5}', [("event_id", b"p-1")]),
+                           "account_id must be an integer, got float"),
+    "unknown account": ((b"9", b'{"account_id": 9999, "amount": 5}', [("event_id", b"p-1")]),
+                        "unknown account 9999"),
+}
+
+
+@pytest.mark.parametrize("kind", POISON)
+def test_poison_message_goes_to_dlq_with_reason_and_consumer_goes_on(kind, topic, group, dsn, conn):
+    poison, reason = POISON[kind]
+    send(topic, [poison, credit("good-1")])
+    with consuming(topic, group, dsn):
+        drained(group, topic)
+    [parked] = read_all(topic + ".dlq", 1)
+    headers = dict(parked.headers())
+    assert reason in headers["dlq_reason"].decode()
+    assert headers["dlq_source"] == f"{topic}/0/0".encode()
+    assert (parked.key(), parked.value()) == poison[:2]
+    assert [h for h in parked.headers() if not h[0].startswith("dlq_")] == poison[2]
+    # The good message after it was applied, the poison left no trace in the database.
+    assert conn.execute("SELECT event_id, amount FROM ledger").fetchall() == [("good-1", 100)]
+    assert conn.execute("SELECT message_id FROM processed_messages").fetchall() == [("good-1",)]
+
+
+def test_message_without_id_goes_to_dlq(topic, group, dsn, conn):
+    send(topic, [(b"1", b'{"account_id": 1, "amount": 100}', [])])
+    with consuming(topic, group, dsn):
+        drained(group, topic)
+    [parked] = read_all(topic + ".dlq", 1)
+    assert dict(parked.headers())["dlq_reason"].startswith(b"no event_id header")
+    assert conn.execute("SELECT count(*) FROM ledger").fetchone()[0] == 0
+
+
+@pytest.mark.parametrize("variant, evt2_rows, balance", [("c", 1, 500), ("b", 2, 600)])
+def test_real_consumer_killed_after_db_commit(variant, evt2_rows, balance, topic, group, dsn, conn, tmp_path):
+    """A real worker process calls os._exit() right after evt-2's DB commit, before its
+    offset commit; a restarted worker gets evt-2 again."""
+    producer = make_producer()
+    for event_id, amount in (("evt-1", 100), ("evt-2", 100), ("evt-3", 300)):
+        publish(producer, topic, event_id, {"account_id": 1, "amount": amount})
+    assert producer.flush(30) == 0
+
+    # A short session lets the group give the dead member's partition away in seconds, not 45.
+    session = ("--session-timeout-ms", 2000)
+    crashing = harness.Worker(variant, topic, group, dsn, tmp_path / "crash.log", ("--crash-after", "evt-2", *session))
+    assert crashing.proc.wait(DRAIN_S) == 3, crashing.log_tail()
+    restarted = harness.Worker(variant, topic, group, dsn, tmp_path / "restart.log", session)
+    try:
+        drained(group, topic)
+        harness.wait_until(lambda: harness.ledger_count(dsn) >= 2 + evt2_rows, DRAIN_S, "the credits to land")
+    finally:
+        restarted.stop()
+    counts = dict(conn.execute("SELECT event_id, count(*) FROM ledger GROUP BY event_id").fetchall())
+    assert counts == {"evt-1": 1, "evt-2": evt2_rows, "evt-3": 1}
+    assert conn.execute("SELECT balance FROM accounts WHERE id = 1").fetchone()[0] == balance
+    assert restarted.counts["skipped"] == (1 if variant == "c" else 0)

@@ -1,0 +1,161 @@
+"""One consumer variant in one process, so a harness can SIGKILL it mid-stream.
+
+Claim: the variants differ only in when the offset is committed and whether
+the inbox is used; the side effect is the same single Postgres transaction
+(credit the account, write a ledger row) in all of them:
+
+    a1  auto-commit with the client's defaults, poll() one message at a time, no dedup
+    a2  auto-commit with the client's defaults, consume() in batches of 100, no dedup
+    b   auto-commit off, synchronous commit after the DB transaction, no inbox
+    c   consume.run() unchanged: the inbox, then the commit
+
+Assumptions: CONSUMER_DSN points at a database (or a schema, via search_path)
+with schema.sql's tables; the topic exists. The worker runs until it is killed,
+or stops cleanly on SIGTERM. It logs what the checkers count: "first side
+effect", "skipped duplicate <id>", "offset commit failed: <code>", "stalling <id>".
+
+    CONSUMER_DSN=... python worker.py --variant c --topic T --group G --work-ms 10
+"""
+import argparse
+import logging
+import os
+import signal
+import sys
+import threading
+import time
+
+import psycopg
+from confluent_kafka import Consumer
+
+import consume
+from settings import BROKERS, DSN
+
+log = logging.getLogger("worker")
+VARIANTS = ("a1", "a2", "b", "c")
+
+
+def apply_without_inbox(conn: psycopg.Connection, event_id: str, event: dict, apply=consume.credit_account) -> bool:
+    """Variant b's (and a1's, a2's) handler: the same transaction as handle_once, without the inbox row."""
+    with conn.transaction():
+        apply(conn, event_id, event)
+    return True
+
+
+class Stall:
+    """--slow-every N: the first handling of every N-th event (by its seq) sleeps, whichever
+    process gets there first. A table records who stalled, so a redelivery does not stall again."""
+
+    def __init__(self, every: int, seconds: float):
+        self.every, self.seconds = every, seconds
+        if every:
+            with psycopg.connect(DSN, autocommit=True) as conn:
+                conn.execute("CREATE TABLE IF NOT EXISTS stalls (event_id text PRIMARY KEY)")
+
+    def maybe(self, conn: psycopg.Connection, event_id: str, event: dict) -> None:
+        if not self.every or event.get("seq", 0) % self.every:
+            return
+        # Claimed on a connection of its own, so the claim survives the handler's rollback.
+        with psycopg.connect(DSN, autocommit=True) as own:
+            first = own.execute("INSERT INTO stalls VALUES (%s) ON CONFLICT DO NOTHING RETURNING 1",
+                                (event_id,)).fetchone()
+        if first:
+            log.warning("stalling %s for %gs", event_id, self.seconds)
+            time.sleep(self.seconds)
+
+
+def make_apply(work_ms: float, stall: Stall):
+    """The handler: its 'work' (a sleep standing in for real processing), then the credit."""
+    first = threading.Event()
+
+    def apply(conn: psycopg.Connection, event_id: str, event: dict) -> None:
+        stall.maybe(conn, event_id, event)
+        if work_ms:
+            time.sleep(work_ms / 1000)
+        consume.credit_account(conn, event_id, event)
+        if not first.is_set():
+            first.set()
+            log.info("first side effect %s", event_id)
+
+    return apply
+
+
+def run_auto_commit(topic: str, group: str, apply, stop: threading.Event, batch: int | None, overrides: dict) -> None:
+    """a1 (batch None: poll()) and a2 (consume(batch)): the client's auto-commit defaults.
+
+    auto.offset.reset is set to earliest, as in every variant, so a new group
+    reads the backlog; everything else about committing is librdkafka's default.
+    """
+    consumer = Consumer({"bootstrap.servers": BROKERS, "group.id": group,
+                         "auto.offset.reset": "earliest", **overrides})
+    consumer.subscribe([topic])
+    try:
+        with psycopg.connect(DSN, autocommit=True) as conn:
+            while not stop.is_set():
+                messages = consumer.consume(batch, 0.5) if batch else [m for m in [consumer.poll(0.5)] if m]
+                for msg in messages:
+                    if msg.error():
+                        log.warning("consumer error: %s", msg.error())
+                        continue
+                    event_id = consume.checked_event_id(msg)
+                    apply_without_inbox(conn, event_id, consume.parse_event(msg.value()), apply)
+    finally:
+        consumer.close()
+
+
+def client_overrides(args) -> dict:
+    overrides = {}
+    if args.group_protocol == "consumer":
+        # KIP-848: the session timeout and heartbeat live on the broker (group.consumer.*).
+        overrides["group.protocol"] = "consumer"
+    elif args.session_timeout_ms:
+        overrides["session.timeout.ms"] = args.session_timeout_ms
+    if args.max_poll_interval_ms:
+        overrides["max.poll.interval.ms"] = args.max_poll_interval_ms
+    return overrides
+
+
+def main(args) -> None:
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr,
+                        format=f"%(asctime)s {args.variant}[{os.getpid()}] %(name)s %(message)s")
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    apply = make_apply(args.work_ms, Stall(args.slow_every, args.slow_seconds))
+    overrides = client_overrides(args)
+    log.info("started variant %s on %s as %s", args.variant, args.topic, args.group)
+
+    if args.variant in ("a1", "a2"):
+        run_auto_commit(args.topic, args.group, apply, stop, 100 if args.variant == "a2" else None, overrides)
+        return
+
+    def after_db_commit(msg, outcome):
+        if args.crash_after and outcome == "applied" and consume.event_id_of(msg) == args.crash_after:
+            log.warning("crashing after the DB commit of %s, before its offset commit", args.crash_after)
+            os._exit(3)  # no finally, no close(), no offset commit
+
+    handle = consume.handle_once if args.variant == "c" else apply_without_inbox
+    consume.run(args.topic, args.group, apply, handle=handle, stop=stop, after_db_commit=after_db_commit,
+                **overrides)
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(description="Run one consumer variant until killed.")
+    parser.add_argument("--variant", required=True, choices=VARIANTS)
+    parser.add_argument("--topic", required=True)
+    parser.add_argument("--group", required=True)
+    parser.add_argument("--work-ms", type=float, default=0, help="handler sleep per message")
+    parser.add_argument("--session-timeout-ms", type=int, help="classic protocol only")
+    parser.add_argument("--max-poll-interval-ms", type=int)
+    parser.add_argument("--slow-every", type=int, default=0, help="stall every N-th event (by seq) once")
+    parser.add_argument("--slow-seconds", type=float, default=0)
+    parser.add_argument("--group-protocol", choices=("classic", "consumer"), default="classic")
+    parser.add_argument("--crash-after", metavar="EVENT_ID", help="os._exit() right after this event's DB commit")
+    args = parser.parse_args(argv)
+    if args.work_ms < 0 or args.slow_every < 0 or args.slow_seconds < 0:
+        parser.error("--work-ms, --slow-every and --slow-seconds cannot be negative")
+    if args.crash_after and args.variant not in ("b", "c"):
+        parser.error("--crash-after needs a variant that commits by hand (b or c)")
+    return args
+
+
+if __name__ == "__main__":
+    main(parse_args())
