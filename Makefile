@@ -5,7 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 KAFKA_JAR := .cache/kafka/libs/kafka_2.13-4.3.1.jar
 
-.PHONY: setup up down status demo test lint
+.PHONY: setup up down status demo tour test lint measure report
 
 setup: $(VENV)/.installed $(KAFKA_JAR)
 
@@ -27,8 +27,23 @@ down:
 status: setup
 	$(PY) stack.py status
 
+# The main job, short: the inbox consumer SIGKILLed 5 times over 2,000 credits.
 demo: up
+	$(PY) measure_kill.py --variant c --runs 1 --kills 5 --events 2000 --out .cache/demo-kill.json --force
+
+# The pattern end to end in a minute: duplicates skipped, poison dead-lettered, exact balances.
+tour: up
 	$(PY) tour.py
+
+# The full measurements with the post's parameters, one after another (never two at once),
+# then the README tables and chart. Takes hours; each harness resumes where it stopped.
+measure: up
+	$(PY) measure_kill.py --variant all --runs 5 --kills 20 --events 10000
+	$(PY) measure_throughput.py --variants a1,a2,b,c --runs 5 --events 100000
+	$(PY) report.py
+
+report: setup
+	$(PY) report.py
 
 test: up
 	$(PY) -m pytest

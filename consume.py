@@ -17,7 +17,6 @@ confirmed the dead letter, so nothing is lost and the consumer keeps going.
 
     python consume.py                     # reads consumer.deposits as group wallet-credits
 """
-import argparse
 import json
 import logging
 import threading
@@ -25,6 +24,7 @@ import threading
 import psycopg
 from confluent_kafka import Consumer, KafkaException, Message, Producer
 
+import cli
 from publish import DEMO_TOPIC, ensure_topic, make_producer
 from settings import BROKERS, DSN
 
@@ -224,7 +224,7 @@ def run(topic: str, group: str, apply=credit_account, *, handle=handle_once, dsn
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description="Consume credits through the inbox.")
+    parser = cli.Parser(description="Consume credits through the inbox.")
     parser.add_argument("--topic", default=DEMO_TOPIC)
     parser.add_argument("--group", default=CONSUMER_NAME)
     args = parser.parse_args()

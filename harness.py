@@ -124,6 +124,16 @@ def lag(group: str, topic: str, timeout_s: float = 10.0) -> int:
         probe.close()
 
 
+def topic_size(topic: str, timeout_s: float = 10.0) -> int:
+    """How many messages `topic` holds (sum of its partitions' high watermarks)."""
+    probe = Consumer({"bootstrap.servers": BROKERS, "group.id": unique("probe")})
+    try:
+        partitions = probe.list_topics(topic, timeout=timeout_s).topics[topic].partitions
+        return sum(probe.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout_s)[1] for p in partitions)
+    finally:
+        probe.close()
+
+
 def effects(dsn: str) -> dict:
     """What the consumers did: every ledger row, and every balance."""
     with psycopg.connect(dsn) as conn:
@@ -295,7 +305,7 @@ def versions() -> dict:
     with psycopg.connect(DSN) as conn:
         postgres = conn.execute("SHOW server_version").fetchone()[0]
     return {"kafka": stack.kafka_version() or "unknown", "postgresql": postgres,
-            "confluent_kafka": confluent_kafka.version()[0], "librdkafka": confluent_kafka.libversion()[0],
+            "confluent_kafka": confluent_kafka.__version__, "librdkafka": confluent_kafka.libversion()[0],
             "psycopg": psycopg.__version__}
 
 

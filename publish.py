@@ -9,13 +9,13 @@ auto-create topics); `KAFKA_BROKERS` points at the broker (settings.py).
 
     python publish.py 1000        # 1,000 demo credits to consumer.deposits
 """
-import argparse
 import json
 import sys
 
 from confluent_kafka import KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
+import cli
 from settings import BROKERS
 
 DEMO_TOPIC = "consumer.deposits"
@@ -95,7 +95,7 @@ def publish_acknowledged(producer: Producer, topic: str, events, timeout_s: floa
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = cli.Parser(description=__doc__.splitlines()[0])
     parser.add_argument("count", type=int, help="how many demo credits to publish")
     parser.add_argument("--topic", default=DEMO_TOPIC)
     parser.add_argument("--partitions", type=int, default=6, help="used only if the topic is created")

@@ -16,7 +16,6 @@ the unprivileged user `nobody`, because the server refuses to run as root.
     python stack.py status    # versions as the services report them
     python stack.py down      # stop exactly what `up` started
 """
-import argparse
 import base64
 import functools
 import hashlib
@@ -33,6 +32,7 @@ import time
 import uuid
 from pathlib import Path
 
+import cli
 from settings import BROKERS, DSN
 
 KAFKA_VERSION = "4.3.1"
@@ -456,7 +456,7 @@ def status() -> int:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description="Start, stop and inspect the embedded Kafka and PostgreSQL.")
+    parser = cli.Parser(description="Start, stop and inspect the embedded Kafka and PostgreSQL.")
     parser.add_argument("verb", choices=["up", "down", "status", "fetch"])
     args = parser.parse_args()
     try:

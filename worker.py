@@ -16,7 +16,6 @@ effect", "skipped duplicate <id>", "offset commit failed: <code>", "stalling <id
 
     CONSUMER_DSN=... python worker.py --variant c --topic T --group G --work-ms 10
 """
-import argparse
 import logging
 import os
 import signal
@@ -27,6 +26,7 @@ import time
 import psycopg
 from confluent_kafka import Consumer
 
+import cli
 import consume
 from settings import BROKERS, DSN
 
@@ -138,7 +138,7 @@ def main(args) -> None:
 
 
 def parse_args(argv=None):
-    parser = argparse.ArgumentParser(description="Run one consumer variant until killed.")
+    parser = cli.Parser(description="Run one consumer variant until killed.")
     parser.add_argument("--variant", required=True, choices=VARIANTS)
     parser.add_argument("--topic", required=True)
     parser.add_argument("--group", required=True)

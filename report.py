@@ -1,0 +1,145 @@
+"""Generate the README's results tables and the chart from the JSON in results/.
+
+Claim: no figure in the README is typed by hand. Each table sits between
+`<!-- report:NAME -->` and `<!-- /report:NAME -->` markers and is rewritten from
+the results files (and the post's own figures, quoted in
+results/post-figures.json); `--check` fails when the README is out of date.
+
+    python report.py            # rewrite README.md and results/kill.png
+    python report.py --check    # exit 1 if README.md differs from what results/ says
+"""
+import json
+import re
+import sys
+from pathlib import Path
+
+import cli
+
+ROOT = Path(__file__).resolve().parent
+RESULTS = ROOT / "results"
+README = ROOT / "README.md"
+VARIANT_NAMES = {
+    "a1": "a1: auto-commit, poll()",
+    "a2": "a2: auto-commit, 100-message batches",
+    "b": "b: commit after the DB, no inbox",
+    "c": "c: inbox + commit after the DB",
+}
+
+
+def load(name: str) -> dict | None:
+    path = RESULTS / name
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+def spread(stat: dict, digits: int = 0) -> str:
+    fmt = f"{{:,.{digits}f}}"
+    return f"{fmt.format(stat['median'])} ({fmt.format(stat['min'])}–{fmt.format(stat['max'])})"
+
+
+def provenance(doc: dict) -> str:
+    m, v = doc["machine"], doc["versions"]
+    return (f"{m['cores']} cores, {m['memory_gib']} GiB; Kafka {v['kafka']}, PostgreSQL {v['postgresql']}, "
+            f"confluent-kafka {v['confluent_kafka']} (librdkafka {v['librdkafka']})")
+
+
+def kill_section() -> str:
+    kill, throughput, post = load("kill.json"), load("throughput.json"), load("post-figures.json")
+    if kill is None:
+        return "_No M1 results yet: run `make measure`._\n"
+    rates = (throughput or {}).get("summary", {}).get("variants", {})
+    c = kill["config"]
+    rows = ["| Variant | Runs | Duplicates per run | Lost per run | Exact balances | Throughput, no kills (msgs/s) "
+            "| Post: duplicates | Post: lost | Post: msgs/s |",
+            "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for variant, s in kill["summary"].items():
+        p = post["kill"]["variants"].get(variant, {})
+        rate = spread(rates[variant]["msgs_per_s"], 1) if variant in rates else "not measured yet"
+        post_rate = post["throughput"]["variants"].get(variant, {}).get("msgs_per_s", "")
+        rows.append(f"| {VARIANT_NAMES[variant]} | {s['runs']} | {spread(s['duplicates'])} | {spread(s['lost'])} "
+                    f"| {s['balances_exact_runs']} of {s['runs']} | {rate} "
+                    f"| {spread(p['duplicates'])} | {spread(p['lost'])} | {post_rate} |")
+    kills = sum(r["kills"] for r in kill["runs"])
+    legend = (f"\nMedian (min–max) per run of {c['runs']} planned per variant; each run {c['events']:,} credits on "
+              f"{c['partitions']} partitions, {c['kills']} SIGKILLs {c['life'][0]:g}–{c['life'][1]:g} s after the "
+              f"worker's first side effect, handler sleep {c['work_ms']:g} ms, session.timeout.ms "
+              f"{c['session_timeout_ms']}, seed {c['seed']} ({kills} kills in all). "
+              f"From `results/kill.json`: {provenance(kill)}.")
+    if throughput:
+        t = throughput["config"]
+        legend += (f" Throughput from `results/throughput.json`: {t['runs']} runs of {t['events']:,} messages per "
+                   f"variant, no kills, no handler sleep, variants interleaved in one invocation.")
+    return "\n".join(rows) + "\n" + legend + "\n"
+
+
+def ratio_section() -> str:
+    throughput = load("throughput.json")
+    if throughput is None:
+        return "_No M3 results yet: run `make measure`._\n"
+    rows = ["| Ratio | Median of per-run ratios (min–max) |", "|---|---:|"]
+    for name, r in throughput["summary"]["ratios"].items():
+        rows.append(f"| {name} | {r['median']:.3f} ({r['min']:.3f}–{r['max']:.3f}) |")
+    return "\n".join(rows) + f"\n\nFrom `results/throughput.json`: {provenance(throughput)}.\n"
+
+
+SECTIONS = {"kill": kill_section, "ratios": ratio_section}
+
+
+def chart() -> Path | None:
+    kill = load("kill.json")
+    if kill is None:
+        return None
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    variants = list(kill["summary"])
+    fig, axes = plt.subplots(1, 2, figsize=(10, 4.2))
+    for ax, field, colour in ((axes[0], "duplicates", "#c0392b"), (axes[1], "lost", "#2c3e50")):
+        stats = [kill["summary"][v][field] for v in variants]
+        medians = [s["median"] for s in stats]
+        errors = [[s["median"] - s["min"] for s in stats], [s["max"] - s["median"] for s in stats]]
+        bars = ax.bar(variants, medians, color=colour, yerr=errors, capsize=4)
+        for bar, value in zip(bars, medians, strict=True):
+            ax.annotate(f"{value:,.0f}", (bar.get_x() + bar.get_width() / 2, bar.get_height()),
+                        ha="center", va="bottom", fontsize=9, xytext=(0, 3), textcoords="offset points")
+        ax.set_title(f"{'Duplicate' if field == 'duplicates' else 'Lost'} credits per run (median, min–max)")
+        ax.set_ylim(bottom=0, top=max(1, max(s["max"] for s in stats)) * 1.15)
+        ax.spines[["top", "right"]].set_visible(False)
+    c = kill["config"]
+    fig.suptitle(f"{c['kills']} SIGKILLs per run, {c['events']:,} credits, {c['runs']} runs per variant "
+                 f"({kill['machine']['cores']} cores)", fontsize=11)
+    fig.tight_layout()
+    out = RESULTS / "kill.png"
+    fig.savefig(out, dpi=110)
+    plt.close(fig)
+    return out
+
+
+def render(text: str) -> str:
+    for name, make in SECTIONS.items():
+        pattern = re.compile(rf"(<!-- report:{name} -->\n).*?(<!-- /report:{name} -->)", re.S)
+        text = pattern.sub(lambda m, make=make: m.group(1) + make() + m.group(2), text)
+    return text
+
+
+def main(argv=None) -> int:
+    parser = cli.Parser(description="Rewrite README.md's results tables from results/.")
+    parser.add_argument("--check", action="store_true", help="only check that README.md is up to date")
+    args = parser.parse_args(argv)
+    current = README.read_text()
+    fresh = render(current)
+    if args.check:
+        if fresh != current:
+            print("report.py: README.md is out of date with results/; run `python report.py`", file=sys.stderr)
+            return 1
+        print("README.md matches results/")
+        return 0
+    README.write_text(fresh)
+    out = chart()
+    print(f"README.md rewritten{f', chart in {out.relative_to(ROOT)}' if out else ''}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,31 @@
+"""Bad flags get one line on stderr that says what is wrong, and exit status 2. No services needed."""
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+BAD = [
+    ("measure_kill.py", ["--variant", "z"], "invalid choice"),
+    ("measure_kill.py", ["--variant", "c", "--life", "8,1"], "MIN <= MAX"),
+    ("measure_kill.py", ["--variant", "c", "--kills", "0"], "--kills must be at least 1"),
+    ("measure_throughput.py", ["--variants", "c,x"], "unknown variant"),
+    ("worker.py", ["--variant", "a1", "--topic", "t", "--group", "g", "--crash-after", "e"], "--crash-after"),
+    ("publish.py", ["0"], "count must be at least 1"),
+    ("publish.py", ["many"], "invalid int value"),
+    ("stack.py", ["sideways"], "invalid choice"),
+    ("tour.py", ["--republish", "5000"], "--republish"),
+    ("consume.py", ["--nope"], "unrecognized arguments"),
+    ("report.py", ["--nope"], "unrecognized arguments"),
+]
+
+
+@pytest.mark.parametrize("script, argv, says", BAD, ids=[f"{s} {' '.join(a)}" for s, a, _ in BAD])
+def test_bad_flags_get_one_line(script, argv, says):
+    result = subprocess.run([sys.executable, str(ROOT / script), *argv], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert says in lines[0]
