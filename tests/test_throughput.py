@@ -1,0 +1,20 @@
+"""measure_throughput's run on a few hundred messages: it times real side effects and
+checks them. No timing is asserted here; benchmarks live in the harness."""
+import pytest
+
+import measure_throughput
+
+
+@pytest.mark.parametrize("variant", ["a2", "c"])
+def test_throughput_run_times_every_credit_once(variant, tmp_path):
+    record = measure_throughput.run_once(variant, 1, 300, 2, tmp_path)
+    assert (record["duplicates"], record["lost"], record["balances_exact"]) == (0, 0, True)
+    assert record["msgs_per_s"] > 0
+    assert 0 <= record["gap_p50_ms"] <= record["gap_p99_ms"]
+
+
+def test_ratios_pair_variants_within_a_run():
+    runs = [{"variant": "b", "run": 1, "msgs_per_s": 200.0}, {"variant": "c", "run": 1, "msgs_per_s": 180.0},
+            {"variant": "b", "run": 2, "msgs_per_s": 100.0}, {"variant": "c", "run": 2, "msgs_per_s": 95.0}]
+    ratios = measure_throughput.summarise(runs)["ratios"]
+    assert ratios["c/b"] == {"median": 0.925, "min": 0.9, "max": 0.95}
