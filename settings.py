@@ -8,5 +8,7 @@ stack, which uses the same ports):
 """
 import os
 
-DSN = os.environ.get("CONSUMER_DSN", "postgresql://patterns:patterns@localhost:55432/consumer")
-BROKERS = os.environ.get("KAFKA_BROKERS", "localhost:59092")
+DEFAULT_DSN = "postgresql://patterns:patterns@localhost:55432/consumer"
+DEFAULT_BROKERS = "localhost:59092"
+DSN = os.environ.get("CONSUMER_DSN", DEFAULT_DSN)
+BROKERS = os.environ.get("KAFKA_BROKERS", DEFAULT_BROKERS)

@@ -53,18 +53,18 @@ class StackError(Exception):
 
 # --- settings, from the one place every script reads them ---------------------
 
-def kafka_address() -> tuple[str, int]:
-    first = BROKERS.split(",")[0].strip()
+def kafka_address(brokers: str = BROKERS) -> tuple[str, int]:
+    first = brokers.split(",")[0].strip()
     host, _, port = first.rpartition(":")
     if not host or not port.isdigit():
-        raise StackError(f"KAFKA_BROKERS={BROKERS!r} is not host:port")
+        raise StackError(f"KAFKA_BROKERS={brokers!r} is not host:port")
     return host, int(port)
 
 
-def postgres_params() -> dict:
+def postgres_params(dsn: str = DSN) -> dict:
     from psycopg.conninfo import conninfo_to_dict
 
-    params = conninfo_to_dict(DSN)
+    params = conninfo_to_dict(dsn)
     return {
         "host": params.get("host", "localhost"),
         "port": int(params.get("port", 5432)),
