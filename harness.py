@@ -14,6 +14,7 @@ import platform
 import random
 import re
 import signal
+import statistics
 import subprocess
 import sys
 import threading
@@ -307,6 +308,43 @@ def versions() -> dict:
     return {"kafka": stack.kafka_version() or "unknown", "postgresql": postgres,
             "confluent_kafka": confluent_kafka.__version__, "librdkafka": confluent_kafka.libversion()[0],
             "psycopg": psycopg.__version__}
+
+
+def stats(values) -> dict:
+    values = list(values)
+    return {"median": statistics.median(values), "min": min(values), "max": max(values)}
+
+
+class ResultsFile:
+    """One harness's results JSON, in the shape every harness shares. A file with the
+    same config and versions is resumed (its finished runs are kept); it is rewritten
+    atomically after every run, so an interrupted measurement loses at most one run."""
+
+    def __init__(self, name: str, path: Path, config: dict, force: bool = False):
+        self.path = Path(path)
+        self.document = {"harness": name, "config": config, "machine": machine(), "versions": versions(),
+                         "runs": [], "summary": {}}
+        if self.path.exists():
+            previous = json.loads(self.path.read_text())
+            same = (previous.get("config"), previous.get("versions")) == (config, self.document["versions"])
+            if same:
+                self.document["runs"] = previous["runs"]
+                print(f"resuming {self.path}: {len(self.runs)} runs already done", file=sys.stderr)
+            elif not force:
+                raise SystemExit(f"{name}: {self.path} holds runs with another config or other versions; "
+                                 "use --out or --force")
+
+    @property
+    def runs(self) -> list[dict]:
+        return self.document["runs"]
+
+    def done(self, variant: str, run: int) -> bool:
+        return any(r["variant"] == variant and r["run"] == run for r in self.runs)
+
+    def add(self, record: dict, summarise) -> None:
+        self.runs.append(record)
+        self.document["summary"] = summarise(self.runs)
+        write_results(self.path, self.document)
 
 
 def write_results(path: Path, document: dict) -> None:

@@ -20,8 +20,8 @@ that); each run has its own schema, topic and group.
     python measure_kill.py --variant all --runs 5 --kills 20 --events 10000
 """
 import argparse
+import json
 import random
-import statistics
 import sys
 import time
 import uuid
@@ -100,12 +100,10 @@ def summarise(runs: list[dict]) -> dict:
     summary = {}
     for variant in VARIANTS:
         mine = [r for r in runs if r["variant"] == variant]
-        if not mine:
-            continue
-        summary[variant] = {"runs": len(mine), "balances_exact_runs": sum(r["balances_exact"] for r in mine)}
-        for field in ("duplicates", "lost", "kills", "wall_s"):
-            values = [r[field] for r in mine]
-            summary[variant][field] = {"median": statistics.median(values), "min": min(values), "max": max(values)}
+        if mine:
+            summary[variant] = {"runs": len(mine), "balances_exact_runs": sum(r["balances_exact"] for r in mine),
+                                **{field: harness.stats(r[field] for r in mine)
+                                   for field in ("duplicates", "lost", "kills", "wall_s")}}
     return summary
 
 
@@ -127,42 +125,27 @@ def verdict_line(r: dict) -> str:
 
 
 def main(args) -> int:
-    import json
-
     variants = VARIANTS if args.variant == "all" else (args.variant,)
     config = {"runs": args.runs, "kills": args.kills, "events": args.events, "partitions": args.partitions,
               "work_ms": args.work_ms, "life": list(args.life), "seed": args.seed,
               "session_timeout_ms": args.session_timeout_ms, "group_protocol": "classic",
               "kill": "SIGKILL (Popen.kill)", "life_from": "the worker's first side effect"}
-    out = Path(args.out)
-    document = {"harness": "measure_kill", "config": config, "machine": harness.machine(),
-                "versions": harness.versions(), "runs": [], "summary": {}}
-    if out.exists():
-        previous = json.loads(out.read_text())
-        if previous.get("config") == config:
-            document["runs"] = previous["runs"]  # resume: keep finished runs, redo the rest
-            progress(f"resuming {out}: {len(document['runs'])} runs already done")
-        elif not args.force:
-            print(f"measure_kill.py: {out} holds runs with another config; use --out or --force", file=sys.stderr)
-            return 2
-    done = {(r["variant"], r["run"]) for r in document["runs"]}
+    results = harness.ResultsFile("measure_kill", args.out, config, args.force)
     log_dir = harness.RESULTS / "logs"
     log_dir.mkdir(parents=True, exist_ok=True)
     with harness.measurement_lock("measure_kill"):
         for run in range(1, args.runs + 1):  # interleaved, so machine noise spreads over every variant
             for variant in variants:
-                if (variant, run) in done:
+                if results.done(variant, run):
                     continue
                 progress(f"{variant} run {run} of {args.runs}: {args.events} events, {args.kills} kills")
                 record = run_once(variant, run, config, log_dir, args.keep)
-                document["runs"].append(record)
-                document["summary"] = summarise(document["runs"])
-                harness.write_results(out, document)
+                results.add(record, summarise)
                 print(verdict_line(record))
                 print(json.dumps({k: v for k, v in record.items() if k != "kill_log"}), flush=True)
     print()
-    print(table(document["summary"]))
-    print(f"\nwritten to {out}")
+    print(table(results.document["summary"]))
+    print(f"\nwritten to {results.path}")
     return 0
 
 

@@ -81,8 +81,7 @@ def summarise(runs: list[dict]) -> dict:
     for variant in VARIANTS:
         rates = [r["msgs_per_s"] for r in runs if r["variant"] == variant]
         if rates:
-            summary[variant] = {"runs": len(rates), "msgs_per_s": {"median": statistics.median(rates),
-                                                                    "min": min(rates), "max": max(rates)}}
+            summary[variant] = {"runs": len(rates), "msgs_per_s": harness.stats(rates)}
     ratios = {}
     for top, bottom in RATIOS:
         # Paired within a run: both measured minutes apart under the same machine load.
@@ -107,37 +106,24 @@ def table(summary: dict) -> str:
 def main(args) -> int:
     config = {"variants": args.variants, "runs": args.runs, "events": args.events, "partitions": args.partitions,
               "work_ms": 0, "kills": 0, "order": "interleaved by run, rotating"}
-    out = Path(args.out)
-    document = {"harness": "measure_throughput", "config": config, "machine": harness.machine(),
-                "versions": harness.versions(), "runs": [], "summary": {}}
-    if out.exists():
-        previous = json.loads(out.read_text())
-        if previous.get("config") == config:
-            document["runs"] = previous["runs"]
-            progress(f"resuming {out}: {len(document['runs'])} runs already done")
-        elif not args.force:
-            print(f"measure_throughput.py: {out} holds runs with another config; use --out or --force", file=sys.stderr)
-            return 2
-    done = {(r["variant"], r["run"]) for r in document["runs"]}
+    results = harness.ResultsFile("measure_throughput", args.out, config, args.force)
     log_dir = harness.RESULTS / "logs"
     log_dir.mkdir(parents=True, exist_ok=True)
     with harness.measurement_lock("measure_throughput"):
         for run in range(1, args.runs + 1):
             shift = (run - 1) % len(args.variants)
             for variant in args.variants[shift:] + args.variants[:shift]:
-                if (variant, run) in done:
+                if results.done(variant, run):
                     continue
                 progress(f"{variant} run {run} of {args.runs}: {args.events} events")
                 record = run_once(variant, run, args.events, args.partitions, log_dir)
-                document["runs"].append(record)
-                document["summary"] = summarise(document["runs"])
-                harness.write_results(out, document)
+                results.add(record, summarise)
                 print(f"{variant} run {run}: {record['msgs_per_s']} msgs/s, gap p50 {record['gap_p50_ms']} ms, "
                       f"p99 {record['gap_p99_ms']} ms, {record['duplicates']} duplicates, {record['lost']} lost")
                 print(json.dumps(record), flush=True)
     print()
-    print(table(document["summary"]))
-    print(f"\nwritten to {out}")
+    print(table(results.document["summary"]))
+    print(f"\nwritten to {results.path}")
     return 0
 
 
