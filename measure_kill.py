@@ -66,6 +66,8 @@ def run_once(variant: str, run: int, config: dict, log_dir: Path, keep: bool) ->
     log_path = log_dir / f"kill-{variant}-r{run}.log"
     log_path.unlink(missing_ok=True)
     worker_args = ("--work-ms", config["work_ms"], "--session-timeout-ms", config["session_timeout_ms"])
+    if config.get("heartbeat_interval_ms"):
+        worker_args += ("--heartbeat-interval-ms", config["heartbeat_interval_ms"])
     started = time.monotonic()
     try:
         events = harness.make_events(config["events"], prefix=f"r{run}", seed=config["seed"] + run)

@@ -107,8 +107,13 @@ def client_overrides(args) -> dict:
     if args.group_protocol == "consumer":
         # KIP-848: the session timeout and heartbeat live on the broker (group.consumer.*).
         overrides["group.protocol"] = "consumer"
-    elif args.session_timeout_ms:
-        overrides["session.timeout.ms"] = args.session_timeout_ms
+    else:
+        if args.session_timeout_ms:
+            overrides["session.timeout.ms"] = args.session_timeout_ms
+        if args.heartbeat_interval_ms:
+            # Keep it well under the session timeout: librdkafka's default (3 s) would let a
+            # 2 s session time out between two heartbeats.
+            overrides["heartbeat.interval.ms"] = args.heartbeat_interval_ms
     if args.max_poll_interval_ms:
         overrides["max.poll.interval.ms"] = args.max_poll_interval_ms
     return overrides
@@ -144,6 +149,7 @@ def parse_args(argv=None):
     parser.add_argument("--group", required=True)
     parser.add_argument("--work-ms", type=float, default=0, help="handler sleep per message")
     parser.add_argument("--session-timeout-ms", type=int, help="classic protocol only")
+    parser.add_argument("--heartbeat-interval-ms", type=int, help="classic protocol only")
     parser.add_argument("--max-poll-interval-ms", type=int)
     parser.add_argument("--slow-every", type=int, default=0, help="stall every N-th event (by seq) once")
     parser.add_argument("--slow-seconds", type=float, default=0)

@@ -134,7 +134,7 @@ def test_real_consumer_killed_after_db_commit(variant, evt2_rows, balance, topic
     assert producer.flush(30) == 0
 
     # A short session lets the group give the dead member's partition away in seconds, not 45.
-    session = ("--session-timeout-ms", 2000)
+    session = ("--session-timeout-ms", 2000, "--heartbeat-interval-ms", 500)
     crashing = harness.Worker(variant, topic, group, dsn, tmp_path / "crash.log", ("--crash-after", "evt-2", *session))
     assert crashing.proc.wait(DRAIN_S) == 3, crashing.log_tail()
     restarted = harness.Worker(variant, topic, group, dsn, tmp_path / "restart.log", session)

@@ -1,0 +1,218 @@
+"""M2, the rebalance zombie: a consumer the group has thrown out keeps running, and writes.
+
+Claim: committing after the database (b) does not protect against a zombie.
+When a handler outlives max.poll.interval.ms, librdkafka leaves the group, the
+partition moves to another member at the last committed offset, and that member
+handles the same message while the zombie finishes it too: one duplicate credit
+per eviction. Only the zombie's offset commit fails. With the inbox (c), the
+primary key makes the second handler wait for the first, find the row and skip.
+Whether the newer group protocol (KIP-848, `--group-protocol consumer`) changes
+this is measured, not assumed.
+
+Workload: `--events` credits on 6 partitions, `--consumers` workers at once.
+Fault: every `--slow-every`-th event (by seq) stalls `--slow-seconds` inside its
+handler the first time any worker handles it, past `--max-poll-interval-ms`.
+Recovery: the workers run on until every event is applied, the group's lag is 0
+and the ledger has been still for a few seconds, under a deadline. Checker:
+harness.check, plus the workers' logs: evictions (librdkafka's MAXPOLL line),
+failed offset commits by error code, skipped duplicates.
+
+Assumptions: the stack is up and nothing else measures on it. Under the
+consumer protocol the session timeout is the broker's to set, so the harness
+sets the group's `consumer.session.timeout.ms` to the same value the classic
+runs pass to the client.
+
+    python measure_rebalance.py --variant b --runs 5
+    python measure_rebalance.py --variant c --runs 5 --group-protocol consumer
+"""
+import collections
+import json
+import sys
+import time
+import uuid
+
+import psycopg
+from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
+
+import cli
+import harness
+from measure_kill import progress
+from settings import BROKERS
+
+VARIANTS = ("b", "c")
+
+
+def set_group_session_timeout(group: str, session_ms: int, timeout_s: float = 30.0) -> None:
+    """KIP-848 moves the session timeout to the broker; set it per group, before the group exists."""
+    admin = AdminClient({"bootstrap.servers": BROKERS})
+    resource = ConfigResource(ResourceType.GROUP, group, incremental_configs=[
+        ConfigEntry("consumer.session.timeout.ms", str(session_ms),
+                    incremental_operation=AlterConfigOpType.SET)])
+    for future in admin.incremental_alter_configs([resource], request_timeout=timeout_s).values():
+        future.result(timeout=timeout_s)
+
+
+def distinct_applied(dsn: str) -> int:
+    with psycopg.connect(dsn) as conn:
+        return conn.execute("SELECT count(DISTINCT event_id) FROM ledger").fetchone()[0]
+
+
+def settle(workers: list[harness.Worker], dsn: str, group: str, topic: str, events: int, deadline_s: float,
+           still_s: float = 4.0) -> float:
+    """Wait until every event is applied, lag is 0 and the ledger is still (a zombie's late
+    write lands inside that stillness window); RuntimeError with the state at the deadline."""
+    started = time.monotonic()
+    last_rows, still_since, state = -1, started, ""
+    while time.monotonic() - started < deadline_s:
+        time.sleep(0.5)
+        rows, applied, behind = harness.ledger_count(dsn), distinct_applied(dsn), harness.lag(group, topic)
+        if rows != last_rows:
+            last_rows, still_since = rows, time.monotonic()
+        state = f"{applied} of {events} events applied, lag {behind}, ledger rows {rows}"
+        if applied >= events and behind == 0 and time.monotonic() - still_since >= still_s:
+            return round(time.monotonic() - started, 1)
+        dead = [w for w in workers if w.proc.poll() is not None]
+        if dead:
+            raise RuntimeError(f"a worker exited ({dead[0].proc.returncode}) mid-run:\n{dead[0].log_tail()}")
+    raise RuntimeError(f"the run did not settle within {deadline_s:g}s: {state}")
+
+
+def run_once(variant: str, run: int, config: dict, log_dir) -> dict:
+    protocol = config["group_protocol"]
+    schema = harness.unique(f"m2_{variant}_r{run}")
+    topic = f"m2.{variant}.{protocol}.r{run}.{uuid.uuid4().hex[:8]}"
+    group = f"m2-{variant}-{protocol}-{uuid.uuid4().hex[:8]}"
+    dsn = harness.create_schema(schema)
+    with psycopg.connect(dsn, autocommit=True) as conn:  # made here, so the workers never race to create it
+        conn.execute("CREATE TABLE stalls (event_id text PRIMARY KEY)")
+    harness.create_topic(topic, config["partitions"])
+    if protocol == "consumer":
+        set_group_session_timeout(group, config["session_timeout_ms"])
+    args = ("--work-ms", config["work_ms"], "--max-poll-interval-ms", config["max_poll_interval_ms"],
+            "--slow-every", config["slow_every"], "--slow-seconds", config["slow_seconds"],
+            "--group-protocol", protocol, "--session-timeout-ms", config["session_timeout_ms"],
+            "--heartbeat-interval-ms", config["session_timeout_ms"] // 3)
+    started = time.monotonic()
+    workers = []
+    try:
+        events = harness.make_events(config["events"], prefix=f"r{run}", seed=config["seed"] + run)
+        harness.produce_events(topic, events)
+        for i in range(config["consumers"]):
+            log_path = log_dir / f"rebalance-{variant}-{protocol}-r{run}-w{i + 1}.log"
+            log_path.unlink(missing_ok=True)
+            workers.append(harness.Worker(variant, topic, group, dsn, log_path, args))
+        stalls = config["events"] // config["slow_every"] if config["slow_every"] else 0
+        deadline = 300.0 + stalls * config["slow_seconds"] + config["events"] * config["work_ms"] / 1000
+        settle_s = settle(workers, dsn, group, topic, config["events"], deadline)
+    finally:
+        for worker in workers:
+            worker.stop()
+    counts = collections.Counter()
+    examples = {}
+    for worker in workers:
+        counts.update(worker.counts)
+        for kind, line in worker.examples.items():
+            examples.setdefault(kind, line)
+    applied = harness.effects(dsn)
+    verdict = harness.check(dict(events), applied["ledger"], applied["balances"])
+    harness.drop_schema(schema)
+    harness.delete_topics(topic, topic + ".dlq")
+    return {"variant": variant, "run": run, "group_protocol": protocol, "seed": config["seed"] + run,
+            "events": config["events"], "stalls": counts.get("stalls", 0), "evictions": counts.get("evictions", 0),
+            **verdict, "skipped": counts.get("skipped", 0),
+            "commit_failed": {k.split(":", 1)[1]: v for k, v in counts.items() if k.startswith("commit_failed:")},
+            "settle_s": settle_s, "wall_s": round(time.monotonic() - started, 1), "examples": examples}
+
+
+def summarise(runs: list[dict]) -> dict:
+    summary = {}
+    for variant in VARIANTS:
+        mine = [r for r in runs if r["variant"] == variant]
+        if not mine:
+            continue
+        failed = collections.Counter()
+        for r in mine:
+            failed.update(r["commit_failed"])
+        summary[variant] = {
+            "runs": len(mine), "balances_exact_runs": sum(r["balances_exact"] for r in mine),
+            "totals": {f: sum(r[f] for r in mine) for f in ("evictions", "duplicates", "lost", "skipped", "stalls")},
+            "commit_failed": dict(failed),
+            **{f: harness.stats(r[f] for r in mine) for f in ("evictions", "duplicates", "lost", "skipped")},
+        }
+    return summary
+
+
+def verdict_line(r: dict) -> str:
+    exact = "balances exact" if r["balances_exact"] else "balances WRONG"
+    failed = ", ".join(f"{code} x{n}" for code, n in r["commit_failed"].items()) or "none"
+    return (f"{r['variant']} ({r['group_protocol']}) run {r['run']}: {r['evictions']} evictions, "
+            f"{r['duplicates']} duplicates, {r['lost']} lost, {r['skipped']} skipped, {exact}; "
+            f"failed commits: {failed}")
+
+
+def table(summary: dict) -> str:
+    lines = ["variant  runs  evictions  duplicates  lost  skipped  failed offset commits",
+             "-------  ----  ---------  ----------  ----  -------  ---------------------"]
+    for variant, s in summary.items():
+        t = s["totals"]
+        failed = ", ".join(f"{code} x{n}" for code, n in s["commit_failed"].items()) or "none"
+        lines.append(f"{variant:<7}  {s['runs']:>4}  {t['evictions']:>9}  {t['duplicates']:>10}  {t['lost']:>4}  "
+                     f"{t['skipped']:>7}  {failed}")
+    return "\n".join(lines) + "\n(totals over all runs)"
+
+
+def main(args) -> int:
+    config = {"runs": args.runs, "events": args.events, "consumers": args.consumers, "partitions": args.partitions,
+              "slow_every": args.slow_every, "slow_seconds": args.slow_seconds,
+              "max_poll_interval_ms": args.max_poll_interval_ms, "session_timeout_ms": args.session_timeout_ms,
+              "group_protocol": args.group_protocol, "work_ms": args.work_ms, "seed": args.seed}
+    results = harness.ResultsFile("measure_rebalance", args.out, config, args.force)
+    log_dir = harness.RESULTS / "logs"
+    log_dir.mkdir(parents=True, exist_ok=True)
+    with harness.measurement_lock("measure_rebalance"):
+        for run in range(1, args.runs + 1):
+            if results.done(args.variant, run):
+                continue
+            progress(f"{args.variant} ({args.group_protocol}) run {run} of {args.runs}: {args.events} events, "
+                     f"{args.consumers} consumers")
+            record = run_once(args.variant, run, config, log_dir)
+            results.add(record, summarise)
+            print(verdict_line(record))
+            print(json.dumps(record), flush=True)
+    print()
+    print(table(results.document["summary"]))
+    print(f"\nwritten to {results.path}")
+    return 0
+
+
+def parse_args(argv=None):
+    parser = cli.Parser(description="M2: evict a stalled consumer and count what the zombie writes.")
+    parser.add_argument("--variant", required=True, choices=VARIANTS)
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--events", type=int, default=5000)
+    parser.add_argument("--consumers", type=int, default=3)
+    parser.add_argument("--partitions", type=int, default=6)
+    parser.add_argument("--slow-every", type=int, default=500)
+    parser.add_argument("--slow-seconds", type=float, default=12)
+    parser.add_argument("--max-poll-interval-ms", type=int, default=10000)
+    parser.add_argument("--session-timeout-ms", type=int, default=6000)
+    parser.add_argument("--group-protocol", choices=("classic", "consumer"), default="classic")
+    parser.add_argument("--work-ms", type=float, default=10)
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--out", help="default results/rebalance-VARIANT-PROTOCOL.json")
+    parser.add_argument("--force", action="store_true", help="overwrite an --out file with another config")
+    args = parser.parse_args(argv)
+    for name in ("runs", "events", "consumers", "partitions", "slow_every"):
+        if getattr(args, name) < 1:
+            parser.error(f"--{name.replace('_', '-')} must be at least 1")
+    if args.slow_seconds * 1000 <= args.max_poll_interval_ms:
+        parser.error("--slow-seconds must outlast --max-poll-interval-ms, or nobody is evicted")
+    if args.max_poll_interval_ms < args.session_timeout_ms:
+        parser.error("librdkafka needs --max-poll-interval-ms >= --session-timeout-ms")
+    if args.out is None:
+        args.out = str(harness.RESULTS / f"rebalance-{args.variant}-{args.group_protocol}.json")
+    return args
+
+
+if __name__ == "__main__":
+    sys.exit(main(parse_args()))
