@@ -22,7 +22,7 @@ import logging
 import threading
 
 import psycopg
-from confluent_kafka import Consumer, KafkaException, Message, Producer
+from confluent_kafka import Consumer, KafkaException, Message, Producer, TopicPartition
 
 import cli
 from publish import DEMO_TOPIC, ensure_topic, make_producer
@@ -219,6 +219,126 @@ def run(topic: str, group: str, apply=credit_account, *, handle=handle_once, dsn
                 if after_db_commit is not None:
                     after_db_commit(msg, outcome)
                 commit_offset(consumer, msg)
+    finally:
+        consumer.close()
+
+
+# --- the batched inbox (variant d) ---------------------------------------------
+
+def credit_accounts(conn: psycopg.Connection, credits: list[tuple[str, dict]]) -> None:
+    """The side effect for a batch, set-based: one statement for the ledger, one for the balances.
+
+    Accounts are locked in id order first, so two batches that credit the same
+    accounts queue up instead of deadlocking.
+    """
+    ids = [event_id for event_id, _ in credits]
+    accounts = [event["account_id"] for _, event in credits]
+    amounts = [event["amount"] for _, event in credits]
+    conn.execute("INSERT INTO ledger (event_id, account_id, amount) "
+                 "SELECT * FROM unnest(%s::text[], %s::int[], %s::bigint[])", (ids, accounts, amounts))
+    conn.execute("SELECT 1 FROM accounts WHERE id = ANY(%s) ORDER BY id FOR UPDATE", (sorted(set(accounts)),))
+    conn.execute("UPDATE accounts SET balance = balance + credit.total "
+                 "FROM (SELECT id, sum(amount) AS total FROM unnest(%s::int[], %s::bigint[]) AS c(id, amount) "
+                 "GROUP BY id) AS credit WHERE accounts.id = credit.id", (accounts, amounts))
+
+
+def handle_batch(conn: psycopg.Connection, events: list[tuple[str, dict]], apply_batch=credit_accounts,
+                 consumer: str = CONSUMER_NAME) -> tuple[list[tuple[str, dict]], list[tuple[str, dict, str]]]:
+    """handle_once for many events in one transaction: (applied, rejected).
+
+    Every ID is claimed with one INSERT, in sorted order, so overlapping batches
+    in two consumers wait for each other instead of deadlocking; only the IDs
+    that came back are applied. An ID repeated inside the batch counts once.
+    Events for accounts that do not exist are returned as rejected (event_id,
+    event, reason), unclaimed, for the dead-letter topic.
+    """
+    first_copy = {}
+    for event_id, event in events:
+        first_copy.setdefault(event_id, event)
+    with conn.transaction():
+        wanted = sorted({event["account_id"] for event in first_copy.values()})
+        known = {row[0] for row in conn.execute("SELECT id FROM accounts WHERE id = ANY(%s)", (wanted,))}
+        rejected = [(eid, ev, f"unknown account {ev['account_id']}") for eid, ev in first_copy.items()
+                    if ev["account_id"] not in known]
+        candidates = sorted(eid for eid, ev in first_copy.items() if ev["account_id"] in known)
+        claimed = {row[0] for row in conn.execute(
+            "INSERT INTO processed_messages (consumer, message_id) "
+            "SELECT %s, id FROM unnest(%s::text[]) AS id ORDER BY id "
+            "ON CONFLICT DO NOTHING RETURNING message_id", (consumer, candidates))}
+        applied = [(eid, first_copy[eid]) for eid in candidates if eid in claimed]
+        if applied:
+            apply_batch(conn, applied)
+    return applied, rejected
+
+
+def commit_batch(consumer: Consumer, messages: list[Message]) -> bool:
+    """Commit, synchronously, the offset after the last message of each partition in the batch."""
+    next_offsets = {}
+    for msg in messages:
+        key = (msg.topic(), msg.partition())
+        next_offsets[key] = max(next_offsets.get(key, 0), msg.offset() + 1)
+    try:
+        consumer.commit(offsets=[TopicPartition(t, p, o) for (t, p), o in next_offsets.items()], asynchronous=False)
+    except KafkaException as e:
+        log.warning("offset commit failed: %s", e.args[0].name())
+        return False
+    return True
+
+
+def process_batch(conn: psycopg.Connection, messages: list[Message], dead_letters: Producer,
+                  apply_batch=credit_accounts) -> dict:
+    """Bring a batch to durable outcomes: the database transaction, then the dead letters."""
+    events, poison = [], []
+    for msg in messages:
+        try:
+            events.append((checked_event_id(msg), parse_event(msg.value()), msg))
+        except PoisonMessage as e:
+            poison.append((msg, e.reason))
+    applied, rejected = handle_batch(conn, [(eid, ev) for eid, ev, _ in events], apply_batch)
+    applied_ids = {eid for eid, _ in applied}
+    rejected_reasons = {eid: reason for eid, _, reason in rejected}
+    skipped = 0
+    for eid, _, msg in events:
+        if eid in rejected_reasons:
+            poison.append((msg, rejected_reasons[eid]))
+        elif eid in applied_ids:
+            applied_ids.discard(eid)  # a repeat of the same ID later in the batch is a skip
+        else:
+            skipped += 1
+            log.info("skipped duplicate %s", eid)
+    for msg, reason in poison:
+        dead_letter(dead_letters, msg, reason)
+        log.warning("dead-lettered %s/%s/%s: %s", msg.topic(), msg.partition(), msg.offset(), reason)
+    return {"applied": len(applied), "skipped": skipped, "dead-lettered": len(poison)}
+
+
+def run_batched(topic: str, group: str, apply_batch=credit_accounts, *, batch: int = 500, dsn: str = DSN,
+                stop: threading.Event | None = None, after_db_commit=None, **overrides) -> None:
+    """run(), a batch at a time: up to `batch` messages, one transaction, then one offset commit.
+
+    A crash replays at most the batch in hand, and the inbox skips what of it
+    had committed. `after_db_commit(messages, outcome)` runs between the database
+    commit and the offset commit.
+    """
+    ensure_topic(dead_letter_topic(topic))
+    consumer = Consumer(consumer_config(group, **overrides))
+    dead_letters = make_producer()
+    consumer.subscribe([topic])
+    try:
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            while stop is None or not stop.is_set():
+                messages = []
+                for msg in consumer.consume(batch, 0.1):  # a short wait: a partial batch beats an idle one
+                    if msg.error():
+                        log.warning("consumer error: %s", msg.error())
+                    else:
+                        messages.append(msg)
+                if not messages:
+                    continue
+                outcome = process_batch(conn, messages, dead_letters, apply_batch)
+                if after_db_commit is not None:
+                    after_db_commit(messages, outcome)
+                commit_batch(consumer, messages)
     finally:
         consumer.close()
 

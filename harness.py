@@ -198,6 +198,7 @@ class Worker:
             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
         )
         self.first_effect = threading.Event()
+        self.report: dict | None = None
         self.counts = collections.Counter()
         self.examples: dict[str, str] = {}
         self.tail = collections.deque(maxlen=40)
@@ -214,6 +215,8 @@ class Worker:
                 self.tail.append(line.rstrip())
                 if "first side effect" in line:
                     self.first_effect.set()
+                if " report: " in line:  # a worker's own measurement, one JSON object
+                    self.report = json.loads(line.split(" report: ", 1)[1])
                 for name, pattern in COUNTED.items():
                     match = pattern.search(line)
                     if match:

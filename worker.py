@@ -8,6 +8,10 @@ the inbox is used; the side effect is the same single Postgres transaction
     a2  auto-commit with the client's defaults, consume() in batches of 100, no dedup
     b   auto-commit off, synchronous commit after the DB transaction, no inbox
     c   consume.run() unchanged: the inbox, then the commit
+    d   consume.run_batched(): the inbox for up to --batch messages in one transaction,
+        then one synchronous commit of the batch's offsets
+    raw the same client reading the topic with no database and no commits: the
+        ceiling the client alone reaches, for measure_throughput.py
 
 Assumptions: CONSUMER_DSN points at a database (or a schema, via search_path)
 with schema.sql's tables; the topic exists. The worker runs until it is killed,
@@ -16,6 +20,7 @@ effect", "skipped duplicate <id>", "offset commit failed: <code>", "stalling <id
 
     CONSUMER_DSN=... python worker.py --variant c --topic T --group G --work-ms 10
 """
+import json
 import logging
 import os
 import signal
@@ -31,7 +36,7 @@ import consume
 from settings import BROKERS, DSN
 
 log = logging.getLogger("worker")
-VARIANTS = ("a1", "a2", "b", "c")
+VARIANTS = ("a1", "a2", "b", "c", "d", "raw")
 
 
 def apply_without_inbox(conn: psycopg.Connection, event_id: str, event: dict, apply=consume.credit_account) -> bool:
@@ -79,6 +84,49 @@ def make_apply(work_ms: float, stall: Stall):
     return apply
 
 
+def make_apply_batch(work_ms: float, stall: Stall):
+    """The batched handler: the same work per message, then the set-based credit."""
+    first = threading.Event()
+
+    def apply_batch(conn: psycopg.Connection, credits: list[tuple[str, dict]]) -> None:
+        for event_id, event in credits:
+            stall.maybe(conn, event_id, event)
+        if work_ms:
+            time.sleep(work_ms * len(credits) / 1000)
+        consume.credit_accounts(conn, credits)
+        if not first.is_set():
+            first.set()
+            log.info("first side effect %s", credits[0][0])
+
+    return apply_batch
+
+
+def run_raw(topic: str, group: str, stop: threading.Event, expect: int, batch: int, overrides: dict) -> None:
+    """Read as fast as the client can, touching nothing; report once `expect` messages are in."""
+    consumer = Consumer({"bootstrap.servers": BROKERS, "group.id": group, "auto.offset.reset": "earliest",
+                         "enable.auto.commit": False, **overrides})
+    consumer.subscribe([topic])
+    stamps = []
+    try:
+        while not stop.is_set():
+            for msg in consumer.consume(batch, 0.1):
+                if not msg.error():
+                    consume.checked_event_id(msg)  # the per-message decoding every variant does
+                    consume.parse_event(msg.value())
+                    stamps.append(time.monotonic())
+            if expect and len(stamps) >= expect:
+                gaps = sorted(b - a for a, b in zip(stamps, stamps[1:], strict=False))
+                seconds = stamps[-1] - stamps[0]
+                log.info("report: %s", json.dumps({
+                    "messages": len(stamps), "first_to_last_s": round(seconds, 3),
+                    "msgs_per_s": round((len(stamps) - 1) / seconds, 1) if seconds else None,
+                    "gap_p50_ms": round(gaps[len(gaps) // 2] * 1000, 4),
+                    "gap_p99_ms": round(gaps[int(len(gaps) * 0.99)] * 1000, 4)}))
+                expect = 0
+    finally:
+        consumer.close()
+
+
 def run_auto_commit(topic: str, group: str, apply, stop: threading.Event, batch: int | None, overrides: dict) -> None:
     """a1 (batch None: poll()) and a2 (consume(batch)): the client's auto-commit defaults.
 
@@ -124,18 +172,33 @@ def main(args) -> None:
                         format=f"%(asctime)s {args.variant}[{os.getpid()}] %(name)s %(message)s")
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    apply = make_apply(args.work_ms, Stall(args.slow_every, args.slow_seconds))
+    stall = Stall(args.slow_every, args.slow_seconds)
+    apply = make_apply(args.work_ms, stall)
     overrides = client_overrides(args)
     log.info("started variant %s on %s as %s", args.variant, args.topic, args.group)
 
     if args.variant in ("a1", "a2"):
         run_auto_commit(args.topic, args.group, apply, stop, 100 if args.variant == "a2" else None, overrides)
         return
+    if args.variant == "raw":
+        run_raw(args.topic, args.group, stop, args.expect, args.batch, overrides)
+        return
 
-    def after_db_commit(msg, outcome):
-        if args.crash_after and outcome == "applied" and consume.event_id_of(msg) == args.crash_after:
+    def crash(event_ids):
+        if args.crash_after in event_ids:
             log.warning("crashing after the DB commit of %s, before its offset commit", args.crash_after)
             os._exit(3)  # no finally, no close(), no offset commit
+
+    if args.variant == "d":
+        consume.run_batched(args.topic, args.group, make_apply_batch(args.work_ms, stall), batch=args.batch,
+                            stop=stop, after_db_commit=lambda msgs, outcome: crash(
+                                {consume.event_id_of(m) for m in msgs} if outcome["applied"] else ()),
+                            **overrides)
+        return
+
+    def after_db_commit(msg, outcome):
+        if outcome == "applied":
+            crash({consume.event_id_of(msg)})
 
     handle = consume.handle_once if args.variant == "c" else apply_without_inbox
     consume.run(args.topic, args.group, apply, handle=handle, stop=stop, after_db_commit=after_db_commit,
@@ -155,11 +218,15 @@ def parse_args(argv=None):
     parser.add_argument("--slow-seconds", type=float, default=0)
     parser.add_argument("--group-protocol", choices=("classic", "consumer"), default="classic")
     parser.add_argument("--crash-after", metavar="EVENT_ID", help="os._exit() right after this event's DB commit")
+    parser.add_argument("--batch", type=int, default=500, help="d and raw: messages per consume() call")
+    parser.add_argument("--expect", type=int, default=0, help="raw: report once this many messages are read")
     args = parser.parse_args(argv)
     if args.work_ms < 0 or args.slow_every < 0 or args.slow_seconds < 0:
         parser.error("--work-ms, --slow-every and --slow-seconds cannot be negative")
-    if args.crash_after and args.variant not in ("b", "c"):
-        parser.error("--crash-after needs a variant that commits by hand (b or c)")
+    if args.crash_after and args.variant not in ("b", "c", "d"):
+        parser.error("--crash-after needs a variant that commits by hand (b, c or d)")
+    if args.batch < 1:
+        parser.error("--batch must be at least 1")
     return args
 
 
