@@ -235,10 +235,10 @@ def credit_accounts(conn: psycopg.Connection, credits: list[tuple[str, dict]]) -
     accounts = [event["account_id"] for _, event in credits]
     amounts = [event["amount"] for _, event in credits]
     conn.execute("INSERT INTO ledger (event_id, account_id, amount) "
-                 "SELECT * FROM unnest(%s::text[], %s::int[], %s::bigint[])", (ids, accounts, amounts))
-    conn.execute("SELECT 1 FROM accounts WHERE id = ANY(%s) ORDER BY id FOR UPDATE", (sorted(set(accounts)),))
+                 "SELECT * FROM unnest(%b::text[], %b::int[], %b::bigint[])", (ids, accounts, amounts))
+    conn.execute("SELECT 1 FROM accounts WHERE id = ANY(%b) ORDER BY id FOR UPDATE", (sorted(set(accounts)),))
     conn.execute("UPDATE accounts SET balance = balance + credit.total "
-                 "FROM (SELECT id, sum(amount) AS total FROM unnest(%s::int[], %s::bigint[]) AS c(id, amount) "
+                 "FROM (SELECT id, sum(amount) AS total FROM unnest(%b::int[], %b::bigint[]) AS c(id, amount) "
                  "GROUP BY id) AS credit WHERE accounts.id = credit.id", (accounts, amounts))
 
 
@@ -257,13 +257,13 @@ def handle_batch(conn: psycopg.Connection, events: list[tuple[str, dict]], apply
         first_copy.setdefault(event_id, event)
     with conn.transaction():
         wanted = sorted({event["account_id"] for event in first_copy.values()})
-        known = {row[0] for row in conn.execute("SELECT id FROM accounts WHERE id = ANY(%s)", (wanted,))}
+        known = {row[0] for row in conn.execute("SELECT id FROM accounts WHERE id = ANY(%b)", (wanted,))}
         rejected = [(eid, ev, f"unknown account {ev['account_id']}") for eid, ev in first_copy.items()
                     if ev["account_id"] not in known]
         candidates = sorted(eid for eid, ev in first_copy.items() if ev["account_id"] in known)
         claimed = {row[0] for row in conn.execute(
             "INSERT INTO processed_messages (consumer, message_id) "
-            "SELECT %s, id FROM unnest(%s::text[]) AS id ORDER BY id "
+            "SELECT %s, id FROM unnest(%b::text[]) AS id ORDER BY id "
             "ON CONFLICT DO NOTHING RETURNING message_id", (consumer, candidates))}
         applied = [(eid, first_copy[eid]) for eid in candidates if eid in claimed]
         if applied:

@@ -3,12 +3,12 @@ import threading
 
 import psycopg
 import pytest
+from helpers import drained, read_all, send
 
 import consume
 import harness
 import measure_kill
 from consume import handle_batch
-from test_kafka import drained, read_all, send
 
 
 def credits(ids, account=1, amount=10):
