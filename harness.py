@@ -341,8 +341,9 @@ class ResultsFile:
     def runs(self) -> list[dict]:
         return self.document["runs"]
 
-    def done(self, variant: str, run: int) -> bool:
-        return any(r["variant"] == variant and r["run"] == run for r in self.runs)
+    def done(self, **fields) -> bool:
+        """Whether a run with these field values is already recorded, e.g. done(variant="c", run=2)."""
+        return any(all(r.get(k) == v for k, v in fields.items()) for r in self.runs)
 
     def add(self, record: dict, summarise) -> None:
         self.runs.append(record)

@@ -143,7 +143,7 @@ def main(args) -> int:
     with harness.measurement_lock("measure_kill"):
         for run in range(1, args.runs + 1):  # interleaved, so machine noise spreads over every variant
             for variant in variants:
-                if results.done(variant, run):
+                if results.done(variant=variant, run=run):
                     continue
                 progress(f"{variant} run {run} of {args.runs}: {args.events} events, {args.kills} kills")
                 record = run_once(variant, run, config, log_dir, args.keep)

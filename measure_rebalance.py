@@ -175,7 +175,7 @@ def main(args) -> int:
     log_dir.mkdir(parents=True, exist_ok=True)
     with harness.measurement_lock("measure_rebalance"):
         for run in range(1, args.runs + 1):
-            if results.done(args.variant, run):
+            if results.done(variant=args.variant, run=run):
                 continue
             progress(f"{args.variant} ({args.group_protocol}) run {run} of {args.runs}: {args.events} events, "
                      f"{args.consumers} consumers")

@@ -143,7 +143,7 @@ def main(args) -> int:
             shift = (run - 1) % len(plan)
             for variant, batch in plan[shift:] + plan[:shift]:
                 name = label(variant, batch if sweep else None)
-                if results.done(name, run):
+                if results.done(variant=name, run=run):
                     continue
                 progress(f"{name} run {run} of {args.runs}: {args.events} events")
                 record = run_once(variant, run, args.events, args.partitions, log_dir, batch, sweep)
