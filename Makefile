@@ -44,6 +44,7 @@ measure: up
 	$(PY) measure_throughput.py --sweep-batch 1,10,100,500,1000 --runs 5 --events 100000
 	for v in b c d; do for p in classic consumer; do \
 	  $(PY) measure_rebalance.py --variant $$v --group-protocol $$p --runs 5 || exit 1; done; done
+	$(PY) measure_storage.py --runs 5 --rows 1000000
 	$(PY) report.py
 
 report: setup

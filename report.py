@@ -159,8 +159,65 @@ def rebalance_section() -> str:
             f"`results/rebalance-*.json`: {provenance(found)}.\n")
 
 
+LAYOUT_NAMES = {
+    "text": "text (UUID string)", "uuid-v4": "uuid, v4 (random)", "uuid-v7": "uuid, v7 (`uuidv7()`)",
+    "v7-pk-range": "lean: v7 key only, expired by key range", "v7-partitioned": "lean: v7 key only, a partition a day",
+}
+
+
+def storage_section() -> str:
+    storage, post = load("storage.json"), load("post-figures.json")["storage"]
+    if storage is None:
+        return "_No M4 results yet: run `python measure_storage.py --runs 5`._\n"
+    rows = ["| message_id type | Heap bytes/row | Index bytes/row | Total bytes/row | + cleanup index | "
+            "Post: heap | Post: index | Post: total |", "|---|---:|---:|---:|---:|---:|---:|---:|"]
+    for layout, s in storage["summary"]["size"].items():
+        p = post["layouts"][layout]
+        rows.append(f"| {LAYOUT_NAMES[layout]} | {spread(s['heap_bytes_per_row'], 1)} "
+                    f"| {spread(s['index_bytes_per_row'], 1)} | {spread(s['total_bytes_per_row'], 1)} "
+                    f"| {spread(s['cleanup_index_bytes_per_row'], 1)} | {p['heap_bytes_per_row']} "
+                    f"| {p['index_bytes_per_row']} | {p['total_bytes_per_row']} |")
+    c = storage["config"]
+    return ("\n".join(rows) + f"\n\nMedian (min–max) of {c['runs']} runs, {c['rows']:,} rows each in a table shaped "
+            "like `processed_messages`, after `VACUUM (ANALYZE)`; the cleanup index is the `processed_at` index that "
+            f"`retention.sql` creates. From `results/storage.json`: {provenance(storage)}.\n")
+
+
+def layouts_section() -> str:
+    storage = load("storage.json")
+    if storage is None:
+        return "_No M4 results yet._\n"
+    rows = ["| Layout | Bytes/row, every index it needs | Time to expire | WAL written | Dead tuples left "
+            "| Kept exactly the rows inside the window |", "|---|---:|---:|---:|---:|---:|"]
+    for layout, s in storage["summary"]["expiry"].items():
+        name = LAYOUT_NAMES[layout] + ("" if layout.startswith("v7-") else " + cleanup index")
+        rows.append(f"| {name} | {spread(s['total_bytes_per_row'], 1)} | {s['expire_s']['median']:.2f} s "
+                    f"| {s['expire_wal_bytes']['median'] / 1e6:,.1f} MB | {s['dead_tuples_after']['median']:,.0f} "
+                    f"| {s['kept_exactly_recent_runs']} of {s['runs']} runs |")
+    c = storage["config"]
+    return ("\n".join(rows) + f"\n\nMedians of {c['runs']} runs. Each layout holds {c['rows']:,} IDs from the "
+            f"{c['expired_days']} days before a {c['window_days']}-day window and {c['recent_rows']:,} inside it; the "
+            "first three expire them with `retention.sql`'s batched delete (10,000 a batch), the lean ones by "
+            f"primary-key range or by dropping whole days. From `results/storage.json`: {provenance(storage)}.\n")
+
+
+def sizing_section() -> str:
+    storage, post = load("storage.json"), load("post-figures.json")["storage"]["sizing"]
+    if storage is None:
+        return "_No M4 results yet._\n"
+    z = storage["summary"]["sizing"]
+    rows = [f"| Layout | Bytes/row, measured, cleanup index included | {z['rows']:,} rows | Post's arithmetic |",
+            "|---|---:|---:|---:|"]
+    for layout, p in z["layouts"].items():
+        rows.append(f"| {LAYOUT_NAMES[layout]} | {p['bytes_per_row']:.1f} | {p['gb']:.1f} GB "
+                    f"| {str(post['gb'][layout]) + ' GB' if layout in post['gb'] else '–'} |")
+    return ("\n".join(rows) + f"\n\n{z['per_day']:,} IDs a day kept for {z['days']} days, priced with the medians "
+            "above (the post left the cleanup index out of its sum).\n")
+
+
 SECTIONS = {"kill": kill_section, "throughput": throughput_section, "ratios": ratio_section,
-            "batch": batch_section, "rebalance": rebalance_section}
+            "batch": batch_section, "rebalance": rebalance_section, "storage": storage_section,
+            "layouts": layouts_section, "sizing": sizing_section}
 
 
 def chart() -> Path | None:
