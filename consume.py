@@ -17,6 +17,7 @@ confirmed the dead letter, so nothing is lost and the consumer keeps going.
 
     python consume.py                     # reads consumer.deposits as group wallet-credits
 """
+import contextlib
 import json
 import logging
 import threading
@@ -194,6 +195,24 @@ def consumer_config(group: str, **overrides) -> dict:
     }
 
 
+@contextlib.contextmanager
+def consuming(topic: str, group: str, dsn: str, overrides: dict):
+    """The consumer, the dead-letter producer and the database connection a run needs.
+
+    The consumer is closed on the way out (a clean exit leaves the group at once);
+    a SIGKILL skips this, as it skips everything.
+    """
+    ensure_topic(dead_letter_topic(topic))
+    consumer = Consumer(consumer_config(group, **overrides))
+    dead_letters = make_producer()
+    consumer.subscribe([topic])
+    try:
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            yield consumer, dead_letters, conn
+    finally:
+        consumer.close()
+
+
 def run(topic: str, group: str, apply=credit_account, *, handle=handle_once, dsn: str = DSN,
         stop: threading.Event | None = None, after_db_commit=None, **overrides) -> None:
     """Consume `topic` as `group` until `stop` is set (or forever).
@@ -202,25 +221,18 @@ def run(topic: str, group: str, apply=credit_account, *, handle=handle_once, dsn
     `handle` is the dedup step (handle_once); `after_db_commit(msg, outcome)` runs
     between the database commit and the offset commit, where crashes hurt most.
     """
-    ensure_topic(dead_letter_topic(topic))
-    consumer = Consumer(consumer_config(group, **overrides))
-    dead_letters = make_producer()
-    consumer.subscribe([topic])
-    try:
-        with psycopg.connect(dsn, autocommit=True) as conn:
-            while stop is None or not stop.is_set():
-                msg = consumer.poll(0.5)
-                if msg is None:
-                    continue
-                if msg.error():
-                    log.warning("consumer error: %s", msg.error())
-                    continue
-                outcome = process(conn, msg, dead_letters, handle, apply)
-                if after_db_commit is not None:
-                    after_db_commit(msg, outcome)
-                commit_offset(consumer, msg)
-    finally:
-        consumer.close()
+    with consuming(topic, group, dsn, overrides) as (consumer, dead_letters, conn):
+        while stop is None or not stop.is_set():
+            msg = consumer.poll(0.5)
+            if msg is None:
+                continue
+            if msg.error():
+                log.warning("consumer error: %s", msg.error())
+                continue
+            outcome = process(conn, msg, dead_letters, handle, apply)
+            if after_db_commit is not None:
+                after_db_commit(msg, outcome)
+            commit_offset(consumer, msg)
 
 
 # --- the batched inbox (variant d) ---------------------------------------------
@@ -320,27 +332,20 @@ def run_batched(topic: str, group: str, apply_batch=credit_accounts, *, batch: i
     had committed. `after_db_commit(messages, outcome)` runs between the database
     commit and the offset commit.
     """
-    ensure_topic(dead_letter_topic(topic))
-    consumer = Consumer(consumer_config(group, **overrides))
-    dead_letters = make_producer()
-    consumer.subscribe([topic])
-    try:
-        with psycopg.connect(dsn, autocommit=True) as conn:
-            while stop is None or not stop.is_set():
-                messages = []
-                for msg in consumer.consume(batch, 0.1):  # a short wait: a partial batch beats an idle one
-                    if msg.error():
-                        log.warning("consumer error: %s", msg.error())
-                    else:
-                        messages.append(msg)
-                if not messages:
-                    continue
-                outcome = process_batch(conn, messages, dead_letters, apply_batch)
-                if after_db_commit is not None:
-                    after_db_commit(messages, outcome)
-                commit_batch(consumer, messages)
-    finally:
-        consumer.close()
+    with consuming(topic, group, dsn, overrides) as (consumer, dead_letters, conn):
+        while stop is None or not stop.is_set():
+            messages = []
+            for msg in consumer.consume(batch, 0.1):  # a short wait: a partial batch beats an idle one
+                if msg.error():
+                    log.warning("consumer error: %s", msg.error())
+                else:
+                    messages.append(msg)
+            if not messages:
+                continue
+            outcome = process_batch(conn, messages, dead_letters, apply_batch)
+            if after_db_commit is not None:
+                after_db_commit(messages, outcome)
+            commit_batch(consumer, messages)
 
 
 def main() -> None:

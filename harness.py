@@ -350,6 +350,12 @@ class ResultsFile:
         self.document["summary"] = summarise(self.runs)
         write_results(self.path, self.document)
 
+    def close(self, table) -> None:
+        """The closing summary table, made from the summary by `table`, and where it is."""
+        print()
+        print(table(self.document["summary"]))
+        print(f"\nwritten to {self.path}")
+
 
 def write_results(path: Path, document: dict) -> None:
     """Write atomically, so an interrupted run never leaves half a file to resume from."""

@@ -150,9 +150,7 @@ def main(args) -> int:
                 results.add(record, summarise)
                 print(verdict_line(record))
                 print(json.dumps({k: v for k, v in record.items() if k != "kill_log"}), flush=True)
-    print()
-    print(table(results.document["summary"]))
-    print(f"\nwritten to {results.path}")
+    results.close(table)
     return 0
 
 

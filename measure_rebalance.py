@@ -183,9 +183,7 @@ def main(args) -> int:
             results.add(record, summarise)
             print(verdict_line(record))
             print(json.dumps(record), flush=True)
-    print()
-    print(table(results.document["summary"]))
-    print(f"\nwritten to {results.path}")
+    results.close(table)
     return 0
 
 

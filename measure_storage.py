@@ -264,9 +264,7 @@ def main(args) -> int:
             results.add(records[-1], summarise_with_sizing)
             for record in records:
                 print(json.dumps(record), flush=True)
-    print()
-    print(table(results.document["summary"]))
-    print(f"\nwritten to {results.path}")
+    results.close(table)
     return 0
 
 

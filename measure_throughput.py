@@ -151,9 +151,7 @@ def main(args) -> int:
                 print(f"{name} run {run}: {record['msgs_per_s']} msgs/s, gap p50 {record['gap_p50_ms']} ms, "
                       f"p99 {record['gap_p99_ms']} ms, {record['duplicates']} duplicates, {record['lost']} lost")
                 print(json.dumps(record), flush=True)
-    print()
-    print(table(results.document["summary"]))
-    print(f"\nwritten to {results.path}")
+    results.close(table)
     return 0
 
 
