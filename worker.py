@@ -12,6 +12,9 @@ the inbox is used; the side effect is the same single Postgres transaction
         then one synchronous commit of the batch's offsets
     raw the same client reading the topic with no database and no commits: the
         ceiling the client alone reaches, for measure_throughput.py
+    ext     the effect is a call to provider.py, with consume_external's lease and --policy
+    outbox  the inbox transaction writes an outbox row; a relay makes the call
+    relay   the outbox relay (no Kafka), calling provider.py with each row's key
 
 Assumptions: CONSUMER_DSN points at a database (or a schema, via search_path)
 with schema.sql's tables; the topic exists. The worker runs until it is killed,
@@ -36,7 +39,7 @@ import consume
 from settings import BROKERS, DSN
 
 log = logging.getLogger("worker")
-VARIANTS = ("a1", "a2", "b", "c", "d", "raw")
+VARIANTS = ("a1", "a2", "b", "c", "d", "raw", "ext", "outbox", "relay")
 
 
 def apply_without_inbox(conn: psycopg.Connection, event_id: str, event: dict, apply=consume.credit_account) -> bool:
@@ -46,24 +49,33 @@ def apply_without_inbox(conn: psycopg.Connection, event_id: str, event: dict, ap
     return True
 
 
-class Stall:
-    """--slow-every N: the first handling of every N-th event (by its seq) sleeps, whichever
-    process gets there first. A table records who stalled, so a redelivery does not stall again."""
+class FirstTime:
+    """Every N-th event (by its seq), the first time any process handles it. A table records
+    the claim, on a connection of its own so that it survives the handler's rollback; a
+    redelivery of the same event is then not picked again."""
 
-    def __init__(self, every: int, seconds: float):
-        self.every, self.seconds = every, seconds
+    def __init__(self, every: int, table: str):
+        self.every, self.table = every, table
         if every:
             with psycopg.connect(DSN, autocommit=True) as conn:
-                conn.execute("CREATE TABLE IF NOT EXISTS stalls (event_id text PRIMARY KEY)")
+                conn.execute(f"CREATE TABLE IF NOT EXISTS {table} (event_id text PRIMARY KEY)")
+
+    def __call__(self, event_id: str, event: dict) -> bool:
+        if not self.every or event.get("seq", 0) % self.every:
+            return False
+        with psycopg.connect(DSN, autocommit=True) as own:
+            return own.execute(f"INSERT INTO {self.table} VALUES (%s) ON CONFLICT DO NOTHING RETURNING 1",
+                               (event_id,)).fetchone() is not None
+
+
+class Stall:
+    """--slow-every N: the first handling of every N-th event sleeps --slow-seconds."""
+
+    def __init__(self, every: int, seconds: float):
+        self.first_time, self.seconds = FirstTime(every, "stalls"), seconds
 
     def maybe(self, conn: psycopg.Connection, event_id: str, event: dict) -> None:
-        if not self.every or event.get("seq", 0) % self.every:
-            return
-        # Claimed on a connection of its own, so the claim survives the handler's rollback.
-        with psycopg.connect(DSN, autocommit=True) as own:
-            first = own.execute("INSERT INTO stalls VALUES (%s) ON CONFLICT DO NOTHING RETURNING 1",
-                                (event_id,)).fetchone()
-        if first:
+        if self.first_time(event_id, event):
             log.warning("stalling %s for %gs", event_id, self.seconds)
             time.sleep(self.seconds)
 
@@ -150,6 +162,47 @@ def run_auto_commit(topic: str, group: str, apply, stop: threading.Event, batch:
         consumer.close()
 
 
+def seq_from_id(event_id: str) -> int:
+    """The harnesses' IDs end in the event's seq (r1-42); the relay sees only the ID."""
+    tail = event_id.rsplit("-", 1)[-1]
+    return int(tail) if tail.isdigit() else 0
+
+
+def run_external(args, stop: threading.Event, overrides: dict) -> None:
+    """ext, outbox and relay: the effect is a call to provider.py at --provider-url."""
+    import consume_external
+    from provider import Client
+
+    client = Client(args.provider_url) if args.provider_url else None
+    crash_once = FirstTime(args.crash_after_call_every, "call_crashes")
+    first = threading.Event()
+
+    def note_first(event_id):
+        if not first.is_set():
+            first.set()
+            log.info("first side effect %s", event_id)
+
+    def after_call(event_id):
+        note_first(event_id)
+        if crash_once(event_id, {"seq": seq_from_id(event_id)}):
+            log.warning("crashing after the call for %s, before its mark-done", event_id)
+            os._exit(3)  # the call landed; nothing records that it did
+
+    if args.variant == "relay":
+        consume_external.run_relay(client, DSN, stop, batch=10, after_call=after_call)
+        return
+    if args.variant == "outbox":
+        handle = consume_external.handle_with_outbox
+    else:
+        def handle(conn, event_id, event, _apply=None):
+            return consume_external.handle_external(conn, event_id, event, client=client, policy=args.policy,
+                                                    lease_s=args.lease_s, after_call=after_call)
+    consume.run(args.topic, args.group, handle=handle, stop=stop,
+                after_db_commit=lambda msg, outcome: note_first(consume.event_id_of(msg))
+                if args.variant == "outbox" and outcome == "applied" else None,
+                **overrides)
+
+
 def client_overrides(args) -> dict:
     overrides = {}
     if args.group_protocol == "consumer":
@@ -189,6 +242,9 @@ def main(args) -> None:
             log.warning("crashing after the DB commit of %s, before its offset commit", args.crash_after)
             os._exit(3)  # no finally, no close(), no offset commit
 
+    if args.variant in ("ext", "outbox", "relay"):
+        run_external(args, stop, overrides)
+        return
     if args.variant == "d":
         consume.run_batched(args.topic, args.group, make_apply_batch(args.work_ms, stall), batch=args.batch,
                             stop=stop, after_db_commit=lambda msgs, outcome: crash(
@@ -220,6 +276,12 @@ def parse_args(argv=None):
     parser.add_argument("--crash-after", metavar="EVENT_ID", help="os._exit() right after this event's DB commit")
     parser.add_argument("--batch", type=int, default=500, help="d and raw: messages per consume() call")
     parser.add_argument("--expect", type=int, default=0, help="raw: report once this many messages are read")
+    parser.add_argument("--provider-url", help="ext, relay: provider.py's address")
+    parser.add_argument("--policy", choices=("keys", "lookup", "retry", "skip"), default="keys",
+                        help="ext: what to do after an expired lease")
+    parser.add_argument("--lease-s", type=float, default=10.0, help="ext: how long a claim holds")
+    parser.add_argument("--crash-after-call-every", type=int, default=0, metavar="N",
+                        help="ext, relay: os._exit() between the call and the mark-done, once, for every N-th event")
     args = parser.parse_args(argv)
     if args.work_ms < 0 or args.slow_every < 0 or args.slow_seconds < 0:
         parser.error("--work-ms, --slow-every and --slow-seconds cannot be negative")
@@ -227,6 +289,8 @@ def parse_args(argv=None):
         parser.error("--crash-after needs a variant that commits by hand (b, c or d)")
     if args.batch < 1:
         parser.error("--batch must be at least 1")
+    if args.variant in ("ext", "relay") and not args.provider_url:
+        parser.error(f"--variant {args.variant} needs --provider-url")
     return args
 
 
