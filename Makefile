@@ -45,6 +45,7 @@ measure: up
 	for v in b c d; do for p in classic consumer; do \
 	  $(PY) measure_rebalance.py --variant $$v --group-protocol $$p --runs 5 || exit 1; done; done
 	$(PY) measure_storage.py --runs 5 --rows 1000000
+	$(PY) measure_external.py --policy all --runs 5 --kills 20 --events 2000
 	$(PY) report.py
 
 report: setup

@@ -69,11 +69,13 @@ def mark_done(conn: psycopg.Connection, event_id: str, consumer: str = CONSUMER_
 
 
 def handle_external(conn: psycopg.Connection, event_id: str, event: dict, apply=None, *, client: Client,
-                    policy: str, lease_s: float = 10.0, after_call=None, consumer: str = CONSUMER_NAME) -> bool:
+                    policy: str, lease_s: float = 10.0, before_call=None, after_call=None,
+                    consumer: str = CONSUMER_NAME) -> bool:
     """handle_once for an effect behind an HTTP call; True if this call charged (or replayed a charge).
 
     Fits consume.run's `handle` slot (`apply` is unused: the call is the effect).
-    `after_call(event_id)` runs between the provider's answer and the mark-done.
+    `before_call(event_id)` runs between the claim and the call, `after_call(event_id)` between
+    the provider's answer and the mark-done: the two places a crash hurts.
     """
     patience = time.monotonic() + 2 * lease_s + 1
     state = claim(conn, event_id, lease_s, consumer)
@@ -96,6 +98,8 @@ def handle_external(conn: psycopg.Connection, event_id: str, event: dict, apply=
             return False
         log.info("retrying %s after an expired lease (%s)", event_id, policy)
     key = effect_key(event_id, consumer) if policy == "keys" else None
+    if before_call is not None:
+        before_call(event_id)
     client.charge(event_id, event["account_id"], event["amount"], key=key)
     if after_call is not None:
         after_call(event_id)

@@ -215,9 +215,37 @@ def sizing_section() -> str:
             "above (the post left the cleanup index out of its sum).\n")
 
 
+POLICY_NAMES = {
+    "keys": "keys honoured: retry with the same Idempotency-Key",
+    "lookup": "status lookup: ask, then call only if nothing landed",
+    "retry": "neither, retry after an expired lease",
+    "skip": "neither, give up after an expired lease",
+    "outbox": "inbox, then outbox: a keyed relay makes the call",
+}
+
+
+def external_section() -> str:
+    external = load("external.json")
+    if external is None:
+        return "_No M5 results yet: run `python measure_external.py --policy all --runs 5`._\n"
+    rows = ["| Policy | Runs | Kills | Crashes before / after the call | Duplicate charges | Lost charges "
+            "| Exact balances |", "|---|---:|---:|---:|---:|---:|---:|"]
+    for policy, s in external["summary"].items():
+        t = s["totals"]
+        rows.append(f"| {POLICY_NAMES[policy]} | {s['runs']} | {t['kills']} | {t['crashed_before_call']} / "
+                    f"{t['crashed_after_call']} | {t['duplicates']} | {t['lost']} "
+                    f"| {s['balances_exact_runs']} of {s['runs']} |")
+    c = external["config"]
+    return ("\n".join(rows) + f"\n\nTotals over all runs; counted on the provider's side (its own table of "
+            f"charges). Each run: {c['events']:,} credits, {c['kills']} SIGKILLs {c['life'][0]:g}–{c['life'][1]:g} s "
+            f"after the first call, plus a crash right after the call of every {c['crash_every']}th event and "
+            f"right before the call of every {c['crash_before_every']}th (the first time each is handled), lease "
+            f"{c['lease_s']:g} s. From `results/external.json`: {provenance(external)}.\n")
+
+
 SECTIONS = {"kill": kill_section, "throughput": throughput_section, "ratios": ratio_section,
             "batch": batch_section, "rebalance": rebalance_section, "storage": storage_section,
-            "layouts": layouts_section, "sizing": sizing_section}
+            "layouts": layouts_section, "sizing": sizing_section, "external": external_section}
 
 
 def chart() -> Path | None:

@@ -175,6 +175,7 @@ def run_external(args, stop: threading.Event, overrides: dict) -> None:
 
     client = Client(args.provider_url) if args.provider_url else None
     crash_once = FirstTime(args.crash_after_call_every, "call_crashes")
+    crash_before_once = FirstTime(args.crash_before_call_every, "precall_crashes")
     first = threading.Event()
 
     def note_first(event_id):
@@ -188,6 +189,11 @@ def run_external(args, stop: threading.Event, overrides: dict) -> None:
             log.warning("crashing after the call for %s, before its mark-done", event_id)
             os._exit(3)  # the call landed; nothing records that it did
 
+    def before_call(event_id):
+        if crash_before_once(event_id, {"seq": seq_from_id(event_id)}):
+            log.warning("crashing after the claim of %s, before its call", event_id)
+            os._exit(4)  # the lease is taken; the call never went out
+
     if args.variant == "relay":
         consume_external.run_relay(client, DSN, stop, batch=10, after_call=after_call)
         return
@@ -196,7 +202,8 @@ def run_external(args, stop: threading.Event, overrides: dict) -> None:
     else:
         def handle(conn, event_id, event, _apply=None):
             return consume_external.handle_external(conn, event_id, event, client=client, policy=args.policy,
-                                                    lease_s=args.lease_s, after_call=after_call)
+                                                    lease_s=args.lease_s, before_call=before_call,
+                                                    after_call=after_call)
     consume.run(args.topic, args.group, handle=handle, stop=stop,
                 after_db_commit=lambda msg, outcome: note_first(consume.event_id_of(msg))
                 if args.variant == "outbox" and outcome == "applied" else None,
@@ -282,6 +289,8 @@ def parse_args(argv=None):
     parser.add_argument("--lease-s", type=float, default=10.0, help="ext: how long a claim holds")
     parser.add_argument("--crash-after-call-every", type=int, default=0, metavar="N",
                         help="ext, relay: os._exit() between the call and the mark-done, once, for every N-th event")
+    parser.add_argument("--crash-before-call-every", type=int, default=0, metavar="N",
+                        help="ext: os._exit() between the claim and the call, once, for every N-th event")
     args = parser.parse_args(argv)
     if args.work_ms < 0 or args.slow_every < 0 or args.slow_seconds < 0:
         parser.error("--work-ms, --slow-every and --slow-seconds cannot be negative")
