@@ -201,6 +201,10 @@ group.initial.rebalance.delay.ms=0
 group.min.session.timeout.ms=1000
 group.consumer.min.session.timeout.ms=1000
 group.consumer.min.heartbeat.interval.ms=500
+# Share groups (KIP-932): let a harness give a group a record lock of seconds, not 15 s at least.
+group.share.min.record.lock.duration.ms=1000
+group.share.min.session.timeout.ms=1000
+group.share.min.heartbeat.interval.ms=500
 """
 
 
