@@ -21,6 +21,7 @@ import contextlib
 import json
 import logging
 import threading
+import time
 
 import psycopg
 from confluent_kafka import Consumer, KafkaException, Message, Producer, TopicPartition
@@ -195,6 +196,50 @@ def consumer_config(group: str, **overrides) -> dict:
     }
 
 
+class Database:
+    """The consumer's connection, which outlives a database restart.
+
+    `run(work, *args)` calls work(conn, *args). If the connection breaks, the transaction in
+    hand was rolled back by the server (or, if the break came during COMMIT,
+    may have committed: the inbox row tells on the retry), so no offset has
+    moved; it reconnects with a bounded backoff and calls work again with the
+    same message. After `give_up_s` without a connection it raises, and the
+    consumer stops without committing anything it has not applied.
+    """
+
+    def __init__(self, dsn: str, give_up_s: float = 120.0):
+        self.dsn, self.give_up_s = dsn, give_up_s
+        self.conn = psycopg.connect(dsn, autocommit=True)
+
+    def run(self, work, *args):
+        for _ in range(1000):  # each pass is a fresh connection; the deadline ends it long before this
+            try:
+                return work(self.conn, *args)
+            except psycopg.OperationalError as e:
+                if not self.conn.closed and not self.conn.broken:
+                    raise  # a real error on a live connection (e.g. a deadlock) is not ours to hide
+                log.warning("database connection lost (%s); reconnecting", str(e).strip().splitlines()[0])
+                self.reconnect()
+        raise RuntimeError("gave up after 1000 reconnections")
+
+    def reconnect(self) -> None:
+        started = time.monotonic()
+        delay, last_error = 0.1, None
+        while time.monotonic() - started < self.give_up_s:
+            try:
+                self.conn = psycopg.connect(self.dsn, autocommit=True, connect_timeout=5)
+                log.warning("database reconnected after %.1fs", time.monotonic() - started)
+                return
+            except psycopg.OperationalError as e:
+                last_error = e
+                time.sleep(delay)
+                delay = min(delay * 2, 5.0)  # backoff, capped: a restart usually takes seconds
+        raise RuntimeError(f"database unreachable for {self.give_up_s:g}s: {last_error}")
+
+    def close(self) -> None:
+        self.conn.close()
+
+
 @contextlib.contextmanager
 def consuming(topic: str, group: str, dsn: str, overrides: dict):
     """The consumer, the dead-letter producer and the database connection a run needs.
@@ -206,10 +251,13 @@ def consuming(topic: str, group: str, dsn: str, overrides: dict):
     consumer = Consumer(consumer_config(group, **overrides))
     dead_letters = make_producer()
     consumer.subscribe([topic])
+    db = None
     try:
-        with psycopg.connect(dsn, autocommit=True) as conn:
-            yield consumer, dead_letters, conn
+        db = Database(dsn)
+        yield consumer, dead_letters, db
     finally:
+        if db is not None:
+            db.close()
         consumer.close()
 
 
@@ -221,7 +269,7 @@ def run(topic: str, group: str, apply=credit_account, *, handle=handle_once, dsn
     `handle` is the dedup step (handle_once); `after_db_commit(msg, outcome)` runs
     between the database commit and the offset commit, where crashes hurt most.
     """
-    with consuming(topic, group, dsn, overrides) as (consumer, dead_letters, conn):
+    with consuming(topic, group, dsn, overrides) as (consumer, dead_letters, db):
         while stop is None or not stop.is_set():
             msg = consumer.poll(0.5)
             if msg is None:
@@ -229,7 +277,7 @@ def run(topic: str, group: str, apply=credit_account, *, handle=handle_once, dsn
             if msg.error():
                 log.warning("consumer error: %s", msg.error())
                 continue
-            outcome = process(conn, msg, dead_letters, handle, apply)
+            outcome = db.run(process, msg, dead_letters, handle, apply)
             if after_db_commit is not None:
                 after_db_commit(msg, outcome)
             commit_offset(consumer, msg)
@@ -332,7 +380,7 @@ def run_batched(topic: str, group: str, apply_batch=credit_accounts, *, batch: i
     had committed. `after_db_commit(messages, outcome)` runs between the database
     commit and the offset commit.
     """
-    with consuming(topic, group, dsn, overrides) as (consumer, dead_letters, conn):
+    with consuming(topic, group, dsn, overrides) as (consumer, dead_letters, db):
         while stop is None or not stop.is_set():
             messages = []
             for msg in consumer.consume(batch, 0.1):  # a short wait: a partial batch beats an idle one
@@ -342,7 +390,7 @@ def run_batched(topic: str, group: str, apply_batch=credit_accounts, *, batch: i
                     messages.append(msg)
             if not messages:
                 continue
-            outcome = process_batch(conn, messages, dead_letters, apply_batch)
+            outcome = db.run(process_batch, messages, dead_letters, apply_batch)
             if after_db_commit is not None:
                 after_db_commit(messages, outcome)
             commit_batch(consumer, messages)
