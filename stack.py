@@ -17,6 +17,7 @@ the unprivileged user `nobody`, because the server refuses to run as root.
     python stack.py down      # stop exactly what `up` started
 """
 import base64
+import contextlib
 import functools
 import hashlib
 import importlib.util
@@ -449,6 +450,8 @@ def kafka_kill() -> None:
     os.kill(pid, signal.SIGKILL)
     end = time.monotonic() + 30
     while pid_alive(pid) and time.monotonic() < end:
+        with contextlib.suppress(ChildProcessError):  # reap it if this process started it
+            os.waitpid(pid, os.WNOHANG)
         time.sleep(0.1)
     KAFKA_PID.unlink(missing_ok=True)
 
