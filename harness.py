@@ -190,11 +190,13 @@ class Worker:
     on events ("first side effect") instead of sleeping, and count what the checkers need."""
 
     def __init__(self, variant: str, topic: str, group: str, dsn: str, log_path: Path | None = None,
-                 args: tuple = ()):
+                 args: tuple = (), prefix: tuple = ()):
+        """`prefix` runs the worker through another command, e.g. `ip netns exec NS`
+        (which execs it, so the pid, and a kill, are the worker's own)."""
         env = dict(os.environ, CONSUMER_DSN=dsn, PYTHONUNBUFFERED="1")
         self.proc = subprocess.Popen(
-            [sys.executable, str(ROOT / "worker.py"), "--variant", variant, "--topic", topic, "--group", group,
-             *map(str, args)],
+            [*prefix, sys.executable, str(ROOT / "worker.py"), "--variant", variant, "--topic", topic,
+             "--group", group, *map(str, args)],
             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
         )
         self.first_effect = threading.Event()
