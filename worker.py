@@ -15,6 +15,7 @@ the inbox is used; the side effect is the same single Postgres transaction
     ext     the effect is a call to provider.py, with consume_external's lease and --policy
     outbox  the inbox transaction writes an outbox row; a relay makes the call
     relay   the outbox relay (no Kafka), calling provider.py with each row's key
+    share-b, share-c   b and c as members of a share group (KIP-932) instead of a consumer group
 
 Assumptions: CONSUMER_DSN points at a database (or a schema, via search_path)
 with schema.sql's tables; the topic exists. The worker runs until it is killed,
@@ -39,7 +40,7 @@ import consume
 from settings import BROKERS, DSN
 
 log = logging.getLogger("worker")
-VARIANTS = ("a1", "a2", "b", "c", "d", "raw", "ext", "outbox", "relay")
+VARIANTS = ("a1", "a2", "b", "c", "d", "raw", "ext", "outbox", "relay", "share-b", "share-c")
 
 
 def apply_without_inbox(conn: psycopg.Connection, event_id: str, event: dict, apply=consume.credit_account) -> bool:
@@ -210,6 +211,34 @@ def run_external(args, stop: threading.Event, overrides: dict) -> None:
                 **overrides)
 
 
+def run_share(args, stop: threading.Event, apply, handle) -> None:
+    """share-b, share-c: a KIP-932 share group. Each polled record is locked for the group's
+    share.record.lock.duration.ms; a handler that outlives the lock loses the record to
+    another member. Records are acknowledged one by one (explicit mode), after the DB commit."""
+    from confluent_kafka import ShareConsumer
+
+    consumer = ShareConsumer({"bootstrap.servers": BROKERS, "group.id": args.group,
+                              "share.acknowledgement.mode": "explicit"})
+    consumer.subscribe([args.topic])
+    try:
+        with psycopg.connect(DSN, autocommit=True) as conn:
+            while not stop.is_set():
+                for msg in consumer.poll(0.5):
+                    if msg.error():
+                        log.warning("consumer error: %s", msg.error())
+                        continue
+                    event_id = consume.checked_event_id(msg)
+                    if not handle(conn, event_id, consume.parse_event(msg.value()), apply):
+                        log.info("skipped duplicate %s", event_id)
+                    consumer.acknowledge(msg)
+                for tp, error in (consumer.commit_sync(30) or {}).items():
+                    if error is not None:
+                        log.warning("acknowledgement failed: %s (%s/%s)", error.args[0].name(), tp.topic,
+                                    tp.partition)
+    finally:
+        consumer.close()
+
+
 def client_overrides(args) -> dict:
     overrides = {}
     if args.group_protocol == "consumer":
@@ -249,6 +278,9 @@ def main(args) -> None:
             log.warning("crashing after the DB commit of %s, before its offset commit", args.crash_after)
             os._exit(3)  # no finally, no close(), no offset commit
 
+    if args.variant in ("share-b", "share-c"):
+        run_share(args, stop, apply, consume.handle_once if args.variant == "share-c" else apply_without_inbox)
+        return
     if args.variant in ("ext", "outbox", "relay"):
         run_external(args, stop, overrides)
         return
