@@ -243,9 +243,29 @@ def external_section() -> str:
             f"{c['lease_s']:g} s. From `results/external.json`: {provenance(external)}.\n")
 
 
+def faults_section() -> str:
+    faults = load("faults.json")
+    if faults is None:
+        return "_No M6 results yet: run `python measure_faults.py --fault FAULT --variant VARIANT --runs 5`._\n"
+    rows = ["| Fault | Variant | Runs | Faults | Duplicates | Lost | Skipped duplicates | Resume after the fault (s) "
+            "| Exact balances |", "|---|---|---:|---:|---:|---:|---:|---:|---:|"]
+    for s in faults["summary"].values():
+        t = s["totals"]
+        rows.append(f"| {s['fault']} | {VARIANT_NAMES[s['variant']]} | {s['runs']} | {t['faults']} | {t['duplicates']} "
+                    f"| {t['lost']} | {t['skipped']} | {spread(s['resume_s'], 2)} "
+                    f"| {s['balances_exact_runs']} of {s['runs']} |")
+    c = faults["config"]
+    return ("\n".join(rows) + f"\n\nTotals over all runs; resume is the median (min–max) over runs of each run's "
+            f"median time from the end of a fault to the next credit. Each run: {c['events']:,} credits, {c['faults']} "
+            f"faults {c['every_s']:g} s apart, partitions cut for {c['outage_s']:g} s, session timeout "
+            f"{c['session_timeout_ms']} ms, max.poll.interval.ms {c['max_poll_interval_ms']}. From "
+            f"`results/faults.json`: {provenance(faults)}.\n")
+
+
 SECTIONS = {"kill": kill_section, "throughput": throughput_section, "ratios": ratio_section,
             "batch": batch_section, "rebalance": rebalance_section, "storage": storage_section,
-            "layouts": layouts_section, "sizing": sizing_section, "external": external_section}
+            "layouts": layouts_section, "sizing": sizing_section, "external": external_section,
+            "faults": faults_section}
 
 
 def chart() -> Path | None:
