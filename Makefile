@@ -39,7 +39,13 @@ tour: up
 # then the README tables and chart. Takes hours; each harness resumes where it stopped.
 measure: up
 	$(PY) measure_kill.py --variant all --runs 5 --kills 20 --events 10000
-	$(PY) measure_throughput.py --variants a1,a2,b,c --runs 5 --events 100000
+	$(PY) measure_kill.py --variant d --runs 5 --kills 20 --events 10000
+	$(PY) measure_throughput.py --variants raw,a1,a2,b,c,d --runs 5 --events 100000
+	$(PY) measure_throughput.py --sweep-batch 1,10,100,500,1000 --runs 5 --events 100000
+	for v in b c d; do for p in classic consumer; do \
+	  $(PY) measure_rebalance.py --variant $$v --group-protocol $$p --runs 5 || exit 1; done; done
+	$(PY) measure_storage.py --runs 5 --rows 1000000
+	$(PY) measure_external.py --policy all --runs 5 --kills 20 --events 2000
 	$(PY) report.py
 
 report: setup

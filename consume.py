@@ -17,12 +17,14 @@ confirmed the dead letter, so nothing is lost and the consumer keeps going.
 
     python consume.py                     # reads consumer.deposits as group wallet-credits
 """
+import contextlib
 import json
 import logging
 import threading
+import time
 
 import psycopg
-from confluent_kafka import Consumer, KafkaException, Message, Producer
+from confluent_kafka import Consumer, KafkaException, Message, Producer, TopicPartition
 
 import cli
 from publish import DEMO_TOPIC, ensure_topic, make_producer
@@ -194,6 +196,71 @@ def consumer_config(group: str, **overrides) -> dict:
     }
 
 
+class Database:
+    """The consumer's connection, which outlives a database restart.
+
+    `run(work, *args)` calls work(conn, *args). If the connection breaks, the transaction in
+    hand was rolled back by the server (or, if the break came during COMMIT,
+    may have committed: the inbox row tells on the retry), so no offset has
+    moved; it reconnects with a bounded backoff and calls work again with the
+    same message. After `give_up_s` without a connection it raises, and the
+    consumer stops without committing anything it has not applied.
+    """
+
+    def __init__(self, dsn: str, give_up_s: float = 120.0):
+        self.dsn, self.give_up_s = dsn, give_up_s
+        self.conn = psycopg.connect(dsn, autocommit=True)
+
+    def run(self, work, *args):
+        for _ in range(1000):  # each pass is a fresh connection; the deadline ends it long before this
+            try:
+                return work(self.conn, *args)
+            except psycopg.OperationalError as e:
+                if not self.conn.closed and not self.conn.broken:
+                    raise  # a real error on a live connection (e.g. a deadlock) is not ours to hide
+                log.warning("database connection lost (%s); reconnecting", str(e).strip().splitlines()[0])
+                self.reconnect()
+        raise RuntimeError("gave up after 1000 reconnections")
+
+    def reconnect(self) -> None:
+        started = time.monotonic()
+        delay, last_error = 0.1, None
+        while time.monotonic() - started < self.give_up_s:
+            try:
+                self.conn = psycopg.connect(self.dsn, autocommit=True, connect_timeout=5)
+                log.warning("database reconnected after %.1fs", time.monotonic() - started)
+                return
+            except psycopg.OperationalError as e:
+                last_error = e
+                time.sleep(delay)
+                delay = min(delay * 2, 5.0)  # backoff, capped: a restart usually takes seconds
+        raise RuntimeError(f"database unreachable for {self.give_up_s:g}s: {last_error}")
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+@contextlib.contextmanager
+def consuming(topic: str, group: str, dsn: str, overrides: dict):
+    """The consumer, the dead-letter producer and the database connection a run needs.
+
+    The consumer is closed on the way out (a clean exit leaves the group at once);
+    a SIGKILL skips this, as it skips everything.
+    """
+    ensure_topic(dead_letter_topic(topic))
+    consumer = Consumer(consumer_config(group, **overrides))
+    dead_letters = make_producer()
+    consumer.subscribe([topic])
+    db = None
+    try:
+        db = Database(dsn)
+        yield consumer, dead_letters, db
+    finally:
+        if db is not None:
+            db.close()
+        consumer.close()
+
+
 def run(topic: str, group: str, apply=credit_account, *, handle=handle_once, dsn: str = DSN,
         stop: threading.Event | None = None, after_db_commit=None, **overrides) -> None:
     """Consume `topic` as `group` until `stop` is set (or forever).
@@ -202,25 +269,131 @@ def run(topic: str, group: str, apply=credit_account, *, handle=handle_once, dsn
     `handle` is the dedup step (handle_once); `after_db_commit(msg, outcome)` runs
     between the database commit and the offset commit, where crashes hurt most.
     """
-    ensure_topic(dead_letter_topic(topic))
-    consumer = Consumer(consumer_config(group, **overrides))
-    dead_letters = make_producer()
-    consumer.subscribe([topic])
+    with consuming(topic, group, dsn, overrides) as (consumer, dead_letters, db):
+        while stop is None or not stop.is_set():
+            msg = consumer.poll(0.5)
+            if msg is None:
+                continue
+            if msg.error():
+                log.warning("consumer error: %s", msg.error())
+                continue
+            outcome = db.run(process, msg, dead_letters, handle, apply)
+            if after_db_commit is not None:
+                after_db_commit(msg, outcome)
+            commit_offset(consumer, msg)
+
+
+# --- the batched inbox (variant d) ---------------------------------------------
+
+def credit_accounts(conn: psycopg.Connection, credits: list[tuple[str, dict]]) -> None:
+    """The side effect for a batch, set-based: one statement for the ledger, one for the balances.
+
+    Accounts are locked in id order first, so two batches that credit the same
+    accounts queue up instead of deadlocking.
+    """
+    ids = [event_id for event_id, _ in credits]
+    accounts = [event["account_id"] for _, event in credits]
+    amounts = [event["amount"] for _, event in credits]
+    conn.execute("INSERT INTO ledger (event_id, account_id, amount) "
+                 "SELECT * FROM unnest(%b::text[], %b::int[], %b::bigint[])", (ids, accounts, amounts))
+    conn.execute("SELECT 1 FROM accounts WHERE id = ANY(%b) ORDER BY id FOR UPDATE", (sorted(set(accounts)),))
+    conn.execute("UPDATE accounts SET balance = balance + credit.total "
+                 "FROM (SELECT id, sum(amount) AS total FROM unnest(%b::int[], %b::bigint[]) AS c(id, amount) "
+                 "GROUP BY id) AS credit WHERE accounts.id = credit.id", (accounts, amounts))
+
+
+def handle_batch(conn: psycopg.Connection, events: list[tuple[str, dict]], apply_batch=credit_accounts,
+                 consumer: str = CONSUMER_NAME) -> tuple[list[tuple[str, dict]], list[tuple[str, dict, str]]]:
+    """handle_once for many events in one transaction: (applied, rejected).
+
+    Every ID is claimed with one INSERT, in sorted order, so overlapping batches
+    in two consumers wait for each other instead of deadlocking; only the IDs
+    that came back are applied. An ID repeated inside the batch counts once.
+    Events for accounts that do not exist are returned as rejected (event_id,
+    event, reason), unclaimed, for the dead-letter topic.
+    """
+    first_copy = {}
+    for event_id, event in events:
+        first_copy.setdefault(event_id, event)
+    with conn.transaction():
+        wanted = sorted({event["account_id"] for event in first_copy.values()})
+        known = {row[0] for row in conn.execute("SELECT id FROM accounts WHERE id = ANY(%b)", (wanted,))}
+        rejected = [(eid, ev, f"unknown account {ev['account_id']}") for eid, ev in first_copy.items()
+                    if ev["account_id"] not in known]
+        candidates = sorted(eid for eid, ev in first_copy.items() if ev["account_id"] in known)
+        claimed = {row[0] for row in conn.execute(
+            "INSERT INTO processed_messages (consumer, message_id) "
+            "SELECT %s, id FROM unnest(%b::text[]) AS id ORDER BY id "
+            "ON CONFLICT DO NOTHING RETURNING message_id", (consumer, candidates))}
+        applied = [(eid, first_copy[eid]) for eid in candidates if eid in claimed]
+        if applied:
+            apply_batch(conn, applied)
+    return applied, rejected
+
+
+def commit_batch(consumer: Consumer, messages: list[Message]) -> bool:
+    """Commit, synchronously, the offset after the last message of each partition in the batch."""
+    next_offsets = {}
+    for msg in messages:
+        key = (msg.topic(), msg.partition())
+        next_offsets[key] = max(next_offsets.get(key, 0), msg.offset() + 1)
     try:
-        with psycopg.connect(dsn, autocommit=True) as conn:
-            while stop is None or not stop.is_set():
-                msg = consumer.poll(0.5)
-                if msg is None:
-                    continue
+        consumer.commit(offsets=[TopicPartition(t, p, o) for (t, p), o in next_offsets.items()], asynchronous=False)
+    except KafkaException as e:
+        log.warning("offset commit failed: %s", e.args[0].name())
+        return False
+    return True
+
+
+def process_batch(conn: psycopg.Connection, messages: list[Message], dead_letters: Producer,
+                  apply_batch=credit_accounts) -> dict:
+    """Bring a batch to durable outcomes: the database transaction, then the dead letters."""
+    events, poison = [], []
+    for msg in messages:
+        try:
+            events.append((checked_event_id(msg), parse_event(msg.value()), msg))
+        except PoisonMessage as e:
+            poison.append((msg, e.reason))
+    applied, rejected = handle_batch(conn, [(eid, ev) for eid, ev, _ in events], apply_batch)
+    applied_ids = {eid for eid, _ in applied}
+    rejected_reasons = {eid: reason for eid, _, reason in rejected}
+    skipped = 0
+    for eid, _, msg in events:
+        if eid in rejected_reasons:
+            poison.append((msg, rejected_reasons[eid]))
+        elif eid in applied_ids:
+            applied_ids.discard(eid)  # a repeat of the same ID later in the batch is a skip
+        else:
+            skipped += 1
+            log.info("skipped duplicate %s", eid)
+    for msg, reason in poison:
+        dead_letter(dead_letters, msg, reason)
+        log.warning("dead-lettered %s/%s/%s: %s", msg.topic(), msg.partition(), msg.offset(), reason)
+    return {"applied": len(applied), "skipped": skipped, "dead-lettered": len(poison)}
+
+
+def run_batched(topic: str, group: str, apply_batch=credit_accounts, *, batch: int = 500, dsn: str = DSN,
+                stop: threading.Event | None = None, after_db_commit=None, **overrides) -> None:
+    """run(), a batch at a time: up to `batch` messages, one transaction, then one offset commit.
+
+    A crash replays at most the batch in hand, and the inbox skips what of it
+    had committed. `after_db_commit(messages, outcome)` runs between the database
+    commit and the offset commit.
+    """
+    with consuming(topic, group, dsn, overrides) as (consumer, dead_letters, db):
+        while stop is None or not stop.is_set():
+            messages = []
+            for msg in consumer.consume(batch, 0.1):  # a short wait: a partial batch beats an idle one
                 if msg.error():
                     log.warning("consumer error: %s", msg.error())
-                    continue
-                outcome = process(conn, msg, dead_letters, handle, apply)
-                if after_db_commit is not None:
-                    after_db_commit(msg, outcome)
-                commit_offset(consumer, msg)
-    finally:
-        consumer.close()
+                else:
+                    messages.append(msg)
+            if not messages:
+                continue
+            outcome = db.run(process_batch, messages, dead_letters, apply_batch)
+            if after_db_commit is not None:
+                after_db_commit(messages, outcome)
+            commit_batch(consumer, messages)
 
 
 def main() -> None:

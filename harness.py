@@ -190,14 +190,17 @@ class Worker:
     on events ("first side effect") instead of sleeping, and count what the checkers need."""
 
     def __init__(self, variant: str, topic: str, group: str, dsn: str, log_path: Path | None = None,
-                 args: tuple = ()):
+                 args: tuple = (), prefix: tuple = ()):
+        """`prefix` runs the worker through another command, e.g. `ip netns exec NS`
+        (which execs it, so the pid, and a kill, are the worker's own)."""
         env = dict(os.environ, CONSUMER_DSN=dsn, PYTHONUNBUFFERED="1")
         self.proc = subprocess.Popen(
-            [sys.executable, str(ROOT / "worker.py"), "--variant", variant, "--topic", topic, "--group", group,
-             *map(str, args)],
+            [*prefix, sys.executable, str(ROOT / "worker.py"), "--variant", variant, "--topic", topic,
+             "--group", group, *map(str, args)],
             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
         )
         self.first_effect = threading.Event()
+        self.report: dict | None = None
         self.counts = collections.Counter()
         self.examples: dict[str, str] = {}
         self.tail = collections.deque(maxlen=40)
@@ -214,6 +217,8 @@ class Worker:
                 self.tail.append(line.rstrip())
                 if "first side effect" in line:
                     self.first_effect.set()
+                if " report: " in line:  # a worker's own measurement, one JSON object
+                    self.report = json.loads(line.split(" report: ", 1)[1])
                 for name, pattern in COUNTED.items():
                     match = pattern.search(line)
                     if match:
@@ -338,13 +343,20 @@ class ResultsFile:
     def runs(self) -> list[dict]:
         return self.document["runs"]
 
-    def done(self, variant: str, run: int) -> bool:
-        return any(r["variant"] == variant and r["run"] == run for r in self.runs)
+    def done(self, **fields) -> bool:
+        """Whether a run with these field values is already recorded, e.g. done(variant="c", run=2)."""
+        return any(all(r.get(k) == v for k, v in fields.items()) for r in self.runs)
 
     def add(self, record: dict, summarise) -> None:
         self.runs.append(record)
         self.document["summary"] = summarise(self.runs)
         write_results(self.path, self.document)
+
+    def close(self, table) -> None:
+        """The closing summary table, made from the summary by `table`, and where it is."""
+        print()
+        print(table(self.document["summary"]))
+        print(f"\nwritten to {self.path}")
 
 
 def write_results(path: Path, document: dict) -> None:

@@ -30,7 +30,8 @@ from pathlib import Path
 import cli
 import harness
 
-VARIANTS = ("a1", "a2", "b", "c")
+POST_VARIANTS = ("a1", "a2", "b", "c")  # the post's table: what --variant all runs
+VARIANTS = (*POST_VARIANTS, "d")
 FIRST_EFFECT_S = 120.0
 
 
@@ -66,6 +67,8 @@ def run_once(variant: str, run: int, config: dict, log_dir: Path, keep: bool) ->
     log_path = log_dir / f"kill-{variant}-r{run}.log"
     log_path.unlink(missing_ok=True)
     worker_args = ("--work-ms", config["work_ms"], "--session-timeout-ms", config["session_timeout_ms"])
+    if variant == "d":
+        worker_args += ("--batch", config["batch"])
     if config.get("heartbeat_interval_ms"):
         worker_args += ("--heartbeat-interval-ms", config["heartbeat_interval_ms"])
     started = time.monotonic()
@@ -127,27 +130,27 @@ def verdict_line(r: dict) -> str:
 
 
 def main(args) -> int:
-    variants = VARIANTS if args.variant == "all" else (args.variant,)
+    variants = POST_VARIANTS if args.variant == "all" else (args.variant,)
     config = {"runs": args.runs, "kills": args.kills, "events": args.events, "partitions": args.partitions,
               "work_ms": args.work_ms, "life": list(args.life), "seed": args.seed,
               "session_timeout_ms": args.session_timeout_ms, "group_protocol": "classic",
               "kill": "SIGKILL (Popen.kill)", "life_from": "the worker's first side effect"}
+    if args.variant == "d":
+        config["batch"] = args.batch
     results = harness.ResultsFile("measure_kill", args.out, config, args.force)
     log_dir = harness.RESULTS / "logs"
     log_dir.mkdir(parents=True, exist_ok=True)
     with harness.measurement_lock("measure_kill"):
         for run in range(1, args.runs + 1):  # interleaved, so machine noise spreads over every variant
             for variant in variants:
-                if results.done(variant, run):
+                if results.done(variant=variant, run=run):
                     continue
                 progress(f"{variant} run {run} of {args.runs}: {args.events} events, {args.kills} kills")
                 record = run_once(variant, run, config, log_dir, args.keep)
                 results.add(record, summarise)
                 print(verdict_line(record))
                 print(json.dumps({k: v for k, v in record.items() if k != "kill_log"}), flush=True)
-    print()
-    print(table(results.document["summary"]))
-    print(f"\nwritten to {results.path}")
+    results.close(table)
     return 0
 
 
@@ -173,6 +176,7 @@ def parse_args(argv=None):
                         help="seconds a worker lives after its first side effect")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--session-timeout-ms", type=int, default=6000)
+    parser.add_argument("--batch", type=int, default=500, help="d only: messages per transaction")
     parser.add_argument("--out", help="results JSON (default results/kill.json, or results/kill-VARIANT.json)")
     parser.add_argument("--keep", action="store_true", help="keep each run's schema and topic")
     parser.add_argument("--force", action="store_true", help="overwrite an --out file with another config")

@@ -39,7 +39,7 @@ import harness
 from measure_kill import progress
 from settings import BROKERS
 
-VARIANTS = ("b", "c")
+VARIANTS = ("b", "c", "d")
 
 
 def set_group_session_timeout(group: str, session_ms: int, timeout_s: float = 30.0) -> None:
@@ -92,6 +92,8 @@ def run_once(variant: str, run: int, config: dict, log_dir) -> dict:
             "--slow-every", config["slow_every"], "--slow-seconds", config["slow_seconds"],
             "--group-protocol", protocol, "--session-timeout-ms", config["session_timeout_ms"],
             "--heartbeat-interval-ms", config["session_timeout_ms"] // 3)
+    if variant == "d":
+        args += ("--batch", config["batch"])
     started = time.monotonic()
     workers = []
     try:
@@ -166,12 +168,14 @@ def main(args) -> int:
               "slow_every": args.slow_every, "slow_seconds": args.slow_seconds,
               "max_poll_interval_ms": args.max_poll_interval_ms, "session_timeout_ms": args.session_timeout_ms,
               "group_protocol": args.group_protocol, "work_ms": args.work_ms, "seed": args.seed}
+    if args.variant == "d":
+        config["batch"] = args.batch
     results = harness.ResultsFile("measure_rebalance", args.out, config, args.force)
     log_dir = harness.RESULTS / "logs"
     log_dir.mkdir(parents=True, exist_ok=True)
     with harness.measurement_lock("measure_rebalance"):
         for run in range(1, args.runs + 1):
-            if results.done(args.variant, run):
+            if results.done(variant=args.variant, run=run):
                 continue
             progress(f"{args.variant} ({args.group_protocol}) run {run} of {args.runs}: {args.events} events, "
                      f"{args.consumers} consumers")
@@ -179,9 +183,7 @@ def main(args) -> int:
             results.add(record, summarise)
             print(verdict_line(record))
             print(json.dumps(record), flush=True)
-    print()
-    print(table(results.document["summary"]))
-    print(f"\nwritten to {results.path}")
+    results.close(table)
     return 0
 
 
@@ -199,6 +201,7 @@ def parse_args(argv=None):
     parser.add_argument("--group-protocol", choices=("classic", "consumer"), default="classic")
     parser.add_argument("--work-ms", type=float, default=10)
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--batch", type=int, default=500, help="d only: messages per transaction")
     parser.add_argument("--out", help="default results/rebalance-VARIANT-PROTOCOL.json")
     parser.add_argument("--force", action="store_true", help="overwrite an --out file with another config")
     args = parser.parse_args(argv)

@@ -29,9 +29,12 @@ import psycopg
 
 import cli
 import harness
-from measure_kill import VARIANTS, progress
+import measure_kill
+from measure_kill import progress
 
-RATIOS = (("c", "b"), ("b", "a1"), ("c", "a1"), ("a2", "a1"))
+VARIANTS = (*measure_kill.VARIANTS, "raw")
+# top/bottom pairs reported; a pair is skipped when either side was not run.
+RATIOS = (("c", "b"), ("b", "a1"), ("c", "a1"), ("a2", "a1"), ("d", "c"), ("d", "raw"), ("c", "raw"))
 
 
 def timing(dsn: str) -> dict:
@@ -48,28 +51,50 @@ def timing(dsn: str) -> dict:
             "gap_p50_ms": round(p50, 3), "gap_p99_ms": round(p99, 3)}
 
 
-def run_once(variant: str, run: int, events_count: int, partitions: int, log_dir: Path) -> dict:
+def label(variant: str, batch: int | None) -> str:
+    """How a run is named in the results: d in a batch sweep is d@N."""
+    return f"{variant}@{batch}" if batch is not None else variant
+
+
+def run_once(variant: str, run: int, events_count: int, partitions: int, log_dir: Path, batch: int = 500,
+             sweep: bool = False) -> dict:
+    name = label(variant, batch if sweep else None)
     schema = harness.unique(f"m3_{variant}_r{run}")
     topic = f"m3.{variant}.r{run}.{uuid.uuid4().hex[:8]}"
     group = f"m3-{variant}-{uuid.uuid4().hex[:8]}"
     dsn = harness.create_schema(schema)
     harness.create_topic(topic, partitions)
     started = time.monotonic()
+    args = ("--batch", batch) if variant in ("d", "raw") else ()
+    if variant == "raw":
+        args += ("--expect", events_count)
+    # Generous: 20 msgs/s would be a tenth of the slowest variant seen here.
+    deadline = max(120.0, events_count / 20)
     try:
         events = harness.make_events(events_count, prefix=f"r{run}", seed=run)
         harness.produce_events(topic, events)
-        worker = harness.Worker(variant, topic, group, dsn, log_dir / f"throughput-{variant}-r{run}.log")
+        worker = harness.Worker(variant, topic, group, dsn, log_dir / f"throughput-{name}-r{run}.log", args)
         try:
-            # Generous: 20 msgs/s would be a tenth of the slowest variant seen here.
-            harness.wait_until(lambda: harness.ledger_count(dsn) >= events_count, max(120.0, events_count / 20),
-                               f"{variant} to apply {events_count} credits", interval_s=1.0)
+            if variant == "raw":  # no ledger: the worker times itself and reports
+                report = harness.wait_until(lambda: worker.report, deadline, f"raw to read {events_count} messages",
+                                            interval_s=0.5)
+            else:
+                harness.wait_until(lambda: harness.ledger_count(dsn) >= events_count, deadline,
+                                   f"{variant} to apply {events_count} credits", interval_s=1.0)
         finally:
             worker.stop()
-        applied = harness.effects(dsn)
-        verdict = harness.check(dict(events), applied["ledger"], applied["balances"])
-        record = {"variant": variant, "run": run, "events": events_count, **timing(dsn),
-                  "duplicates": verdict["duplicates"], "lost": verdict["lost"],
-                  "balances_exact": verdict["balances_exact"], "wall_s": round(time.monotonic() - started, 1)}
+        record = {"variant": name, "run": run, "events": events_count}
+        if variant in ("d", "raw"):
+            record["batch"] = batch
+        if variant == "raw":
+            record.update({k: report[k] for k in ("msgs_per_s", "first_to_last_s", "gap_p50_ms", "gap_p99_ms")})
+            record.update({"duplicates": None, "lost": None, "balances_exact": None})
+        else:
+            applied = harness.effects(dsn)
+            verdict = harness.check(dict(events), applied["ledger"], applied["balances"])
+            record.update({**timing(dsn), "duplicates": verdict["duplicates"], "lost": verdict["lost"],
+                           "balances_exact": verdict["balances_exact"]})
+        record["wall_s"] = round(time.monotonic() - started, 1)
     finally:
         harness.drop_schema(schema)
         harness.delete_topics(topic, topic + ".dlq")
@@ -77,11 +102,10 @@ def run_once(variant: str, run: int, events_count: int, partitions: int, log_dir
 
 
 def summarise(runs: list[dict]) -> dict:
-    summary = {}
-    for variant in VARIANTS:
-        rates = [r["msgs_per_s"] for r in runs if r["variant"] == variant]
-        if rates:
-            summary[variant] = {"runs": len(rates), "msgs_per_s": harness.stats(rates)}
+    names = list(dict.fromkeys(r["variant"] for r in runs))  # in the order they were first run
+    summary = {name: {"runs": sum(r["variant"] == name for r in runs),
+                      "msgs_per_s": harness.stats(r["msgs_per_s"] for r in runs if r["variant"] == name)}
+               for name in names}
     ratios = {}
     for top, bottom in RATIOS:
         # Paired within a run: both measured minutes apart under the same machine load.
@@ -104,27 +128,41 @@ def table(summary: dict) -> str:
 
 
 def main(args) -> int:
-    config = {"variants": args.variants, "runs": args.runs, "events": args.events, "partitions": args.partitions,
-              "work_ms": 0, "kills": 0, "order": "interleaved by run, rotating"}
+    sweep = bool(args.sweep_batch)
+    plan = [("d", n) for n in args.sweep_batch] if sweep else [(v, args.batch) for v in args.variants]
+    config = {"variants": [label(v, b if sweep else None) for v, b in plan], "runs": args.runs,
+              "events": args.events, "partitions": args.partitions, "work_ms": 0, "kills": 0,
+              "order": "interleaved by run, rotating"}
+    if not sweep and ("d" in args.variants or "raw" in args.variants):
+        config["batch"] = args.batch
     results = harness.ResultsFile("measure_throughput", args.out, config, args.force)
     log_dir = harness.RESULTS / "logs"
     log_dir.mkdir(parents=True, exist_ok=True)
     with harness.measurement_lock("measure_throughput"):
         for run in range(1, args.runs + 1):
-            shift = (run - 1) % len(args.variants)
-            for variant in args.variants[shift:] + args.variants[:shift]:
-                if results.done(variant, run):
+            shift = (run - 1) % len(plan)
+            for variant, batch in plan[shift:] + plan[:shift]:
+                name = label(variant, batch if sweep else None)
+                if results.done(variant=name, run=run):
                     continue
-                progress(f"{variant} run {run} of {args.runs}: {args.events} events")
-                record = run_once(variant, run, args.events, args.partitions, log_dir)
+                progress(f"{name} run {run} of {args.runs}: {args.events} events")
+                record = run_once(variant, run, args.events, args.partitions, log_dir, batch, sweep)
                 results.add(record, summarise)
-                print(f"{variant} run {run}: {record['msgs_per_s']} msgs/s, gap p50 {record['gap_p50_ms']} ms, "
+                print(f"{name} run {run}: {record['msgs_per_s']} msgs/s, gap p50 {record['gap_p50_ms']} ms, "
                       f"p99 {record['gap_p99_ms']} ms, {record['duplicates']} duplicates, {record['lost']} lost")
                 print(json.dumps(record), flush=True)
-    print()
-    print(table(results.document["summary"]))
-    print(f"\nwritten to {results.path}")
+    results.close(table)
     return 0
+
+
+def batch_list(text: str) -> list[int]:
+    try:
+        sizes = [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected batch sizes like 1,10,100, got {text!r}") from None
+    if not sizes or min(sizes) < 1:
+        raise argparse.ArgumentTypeError(f"batch sizes must be at least 1, got {text!r}")
+    return sizes
 
 
 def variant_list(text: str) -> list[str]:
@@ -138,15 +176,20 @@ def variant_list(text: str) -> list[str]:
 
 def parse_args(argv=None):
     parser = cli.Parser(description="M3: msgs/s per variant, no kills, measured side by side.")
-    parser.add_argument("--variants", type=variant_list, default=list(VARIANTS))
+    parser.add_argument("--variants", type=variant_list, default=["raw", "a1", "a2", "b", "c", "d"])
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--events", type=int, default=100000)
     parser.add_argument("--partitions", type=int, default=6)
-    parser.add_argument("--out", default=str(harness.RESULTS / "throughput.json"))
+    parser.add_argument("--batch", type=int, default=500, help="d (and raw): messages per consume() call")
+    parser.add_argument("--sweep-batch", type=batch_list, metavar="N,N,...",
+                        help="run only d, once per batch size (default out: results/throughput-batch.json)")
+    parser.add_argument("--out")
     parser.add_argument("--force", action="store_true", help="overwrite an --out file with another config")
     args = parser.parse_args(argv)
-    if args.runs < 1 or args.events < 2 or args.partitions < 1:
-        parser.error("need --runs >= 1, --events >= 2 and --partitions >= 1")
+    if args.runs < 1 or args.events < 2 or args.partitions < 1 or args.batch < 1:
+        parser.error("need --runs >= 1, --events >= 2, --partitions >= 1 and --batch >= 1")
+    if args.out is None:
+        args.out = str(harness.RESULTS / ("throughput-batch.json" if args.sweep_batch else "throughput.json"))
     return args
 
 

@@ -23,6 +23,8 @@ VARIANT_NAMES = {
     "a2": "a2: auto-commit, 100-message batches",
     "b": "b: commit after the DB, no inbox",
     "c": "c: inbox + commit after the DB",
+    "d": "d: batched inbox, one transaction per batch",
+    "raw": "raw: the client alone, no DB, no commits",
 }
 
 
@@ -47,23 +49,30 @@ def kill_section() -> str:
     if kill is None:
         return "_No M1 results yet: run `make measure`._\n"
     rates = (throughput or {}).get("summary", {}).get("variants", {})
+    summaries = dict(kill["summary"])
+    batched = load("kill-d.json")
+    if batched and "d" in batched["summary"]:
+        summaries["d"] = batched["summary"]["d"]
     c = kill["config"]
     rows = ["| Variant | Runs | Duplicates per run | Lost per run | Exact balances | Throughput, no kills (msgs/s) "
             "| Post: duplicates | Post: lost | Post: msgs/s |",
             "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
-    for variant, s in kill["summary"].items():
-        p = post["kill"]["variants"].get(variant, {})
+    for variant, s in summaries.items():
+        p = post["kill"]["variants"].get(variant)
         rate = spread(rates[variant]["msgs_per_s"], 1) if variant in rates else "not measured yet"
-        post_rate = post["throughput"]["variants"].get(variant, {}).get("msgs_per_s", "")
+        post_rate = post["throughput"]["variants"].get(variant, {}).get("msgs_per_s", "–")
+        post_cells = f"{spread(p['duplicates'])} | {spread(p['lost'])}" if p else "not in the post | –"
         rows.append(f"| {VARIANT_NAMES[variant]} | {s['runs']} | {spread(s['duplicates'])} | {spread(s['lost'])} "
-                    f"| {s['balances_exact_runs']} of {s['runs']} | {rate} "
-                    f"| {spread(p['duplicates'])} | {spread(p['lost'])} | {post_rate} |")
+                    f"| {s['balances_exact_runs']} of {s['runs']} | {rate} | {post_cells} | {post_rate} |")
     kills = sum(r["kills"] for r in kill["runs"])
     legend = (f"\nMedian (min–max) per run of {c['runs']} planned per variant; each run {c['events']:,} credits on "
               f"{c['partitions']} partitions, {c['kills']} SIGKILLs {c['life'][0]:g}–{c['life'][1]:g} s after the "
               f"worker's first side effect, handler sleep {c['work_ms']:g} ms, session.timeout.ms "
               f"{c['session_timeout_ms']}, seed {c['seed']} ({kills} kills in all). "
               f"From `results/kill.json`: {provenance(kill)}.")
+    if batched:
+        legend += (f" Row d from `results/kill-d.json`: the same parameters, {batched['config']['batch']} messages "
+                   "per transaction.")
     if throughput:
         t = throughput["config"]
         legend += (f" Throughput from `results/throughput.json`: {t['runs']} runs of {t['events']:,} messages per "
@@ -81,7 +90,182 @@ def ratio_section() -> str:
     return "\n".join(rows) + f"\n\nFrom `results/throughput.json`: {provenance(throughput)}.\n"
 
 
-SECTIONS = {"kill": kill_section, "ratios": ratio_section}
+def throughput_section() -> str:
+    throughput = load("throughput.json")
+    if throughput is None:
+        return "_No M3 results yet: run `make measure`._\n"
+    variants = throughput["summary"]["variants"]
+    raw = variants.get("raw", {}).get("msgs_per_s", {}).get("median")
+    rows = ["| Variant | Runs | msgs/s, median (min–max) | Gap p50 (ms) | Gap p99 (ms) | Share of raw |",
+            "|---|---:|---:|---:|---:|---:|"]
+    for name, s in variants.items():
+        mine = [r for r in throughput["runs"] if r["variant"] == name]
+        p50 = harness_median(r["gap_p50_ms"] for r in mine)
+        p99 = harness_median(r["gap_p99_ms"] for r in mine)
+        share = f"{s['msgs_per_s']['median'] / raw:.1%}" if raw else "–"
+        rows.append(f"| {VARIANT_NAMES.get(name, name)} | {s['runs']} | {spread(s['msgs_per_s'], 1)} | {p50:.3f} "
+                    f"| {p99:.3f} | {share} |")
+    c = throughput["config"]
+    return ("\n".join(rows) + f"\n\n{c['runs']} runs of {c['events']:,} messages per variant on {c['partitions']} "
+            "partitions, no kills, no handler sleep, interleaved run by run in one invocation; msgs/s from the first "
+            "to the last side effect (ledger `clock_timestamp()`; raw times itself). Gaps are medians over runs of "
+            f"each run's p50 and p99. From `results/throughput.json`: {provenance(throughput)}.\n")
+
+
+def harness_median(values) -> float:
+    values = sorted(values)
+    middle = len(values) // 2
+    return values[middle] if len(values) % 2 else (values[middle - 1] + values[middle]) / 2
+
+
+def batch_section() -> str:
+    sweep = load("throughput-batch.json")
+    if sweep is None:
+        return "_No batch sweep yet: `python measure_throughput.py --sweep-batch 1,10,100,500,1000`._\n"
+    rows = ["| Batch size | msgs/s, median (min–max) |", "|---:|---:|"]
+    for name, s in sweep["summary"]["variants"].items():
+        rows.append(f"| {name.split('@')[1]} | {spread(s['msgs_per_s'], 1)} |")
+    c = sweep["config"]
+    return ("\n".join(rows) + f"\n\nVariant d, {c['runs']} runs of {c['events']:,} messages per batch size, "
+            f"interleaved. From `results/throughput-batch.json`: {provenance(sweep)}.\n")
+
+
+def rebalance_section() -> str:
+    post = load("post-figures.json")["rebalance"]
+    rows = ["| Variant | Group protocol | Runs | Evictions | Duplicates | Lost | Skipped duplicates "
+            "| Failed offset commits | Exact balances |", "|---|---|---:|---:|---:|---:|---:|---|---:|"]
+    found = None
+    for variant in ("b", "c", "d"):
+        for protocol in ("classic", "consumer"):
+            doc = load(f"rebalance-{variant}-{protocol}.json")
+            if not doc or variant not in doc["summary"]:
+                continue
+            found = doc
+            s = doc["summary"][variant]
+            t = s["totals"]
+            failed = ", ".join(f"{code} ×{n}" for code, n in s["commit_failed"].items()) or "none"
+            rows.append(f"| {VARIANT_NAMES[variant]} | {protocol} | {s['runs']} | {t['evictions']} "
+                        f"| {t['duplicates']} | {t['lost']} | {t['skipped']} | {failed} "
+                        f"| {s['balances_exact_runs']} of {s['runs']} |")
+    for variant, p in post["variants"].items():
+        rows.append(f"| post: {VARIANT_NAMES[variant]} | classic | {post['config']['runs']} | {p['evictions']} "
+                    f"| {p['duplicates']} | – | {p['skipped']} | {post['commit_failed']} | – |")
+    if found is None:
+        return "\n".join(rows) + "\n\n_No M2 results yet: run `python measure_rebalance.py`._\n"
+    c = found["config"]
+    return ("\n".join(rows) + f"\n\nTotals over all runs. Each run: {c['events']:,} credits, {c['consumers']} "
+            f"consumers, every {c['slow_every']}th event stalls {c['slow_seconds']:g} s the first time it is handled, "
+            f"max.poll.interval.ms {c['max_poll_interval_ms']}, session timeout {c['session_timeout_ms']} ms. From "
+            f"`results/rebalance-*.json`: {provenance(found)}.\n")
+
+
+LAYOUT_NAMES = {
+    "text": "text (UUID string)", "uuid-v4": "uuid, v4 (random)", "uuid-v7": "uuid, v7 (`uuidv7()`)",
+    "v7-pk-range": "lean: v7 key only, expired by key range", "v7-partitioned": "lean: v7 key only, a partition a day",
+}
+
+
+def storage_section() -> str:
+    storage, post = load("storage.json"), load("post-figures.json")["storage"]
+    if storage is None:
+        return "_No M4 results yet: run `python measure_storage.py --runs 5`._\n"
+    rows = ["| message_id type | Heap bytes/row | Index bytes/row | Total bytes/row | + cleanup index | "
+            "Post: heap | Post: index | Post: total |", "|---|---:|---:|---:|---:|---:|---:|---:|"]
+    for layout, s in storage["summary"]["size"].items():
+        p = post["layouts"][layout]
+        rows.append(f"| {LAYOUT_NAMES[layout]} | {spread(s['heap_bytes_per_row'], 1)} "
+                    f"| {spread(s['index_bytes_per_row'], 1)} | {spread(s['total_bytes_per_row'], 1)} "
+                    f"| {spread(s['cleanup_index_bytes_per_row'], 1)} | {p['heap_bytes_per_row']} "
+                    f"| {p['index_bytes_per_row']} | {p['total_bytes_per_row']} |")
+    c = storage["config"]
+    return ("\n".join(rows) + f"\n\nMedian (min–max) of {c['runs']} runs, {c['rows']:,} rows each in a table shaped "
+            "like `processed_messages`, after `VACUUM (ANALYZE)`; the cleanup index is the `processed_at` index that "
+            f"`retention.sql` creates. From `results/storage.json`: {provenance(storage)}.\n")
+
+
+def layouts_section() -> str:
+    storage = load("storage.json")
+    if storage is None:
+        return "_No M4 results yet._\n"
+    rows = ["| Layout | Bytes/row, every index it needs | Time to expire | WAL written | Dead tuples left "
+            "| Kept exactly the rows inside the window |", "|---|---:|---:|---:|---:|---:|"]
+    for layout, s in storage["summary"]["expiry"].items():
+        name = LAYOUT_NAMES[layout] + ("" if layout.startswith("v7-") else " + cleanup index")
+        rows.append(f"| {name} | {spread(s['total_bytes_per_row'], 1)} | {s['expire_s']['median']:.2f} s "
+                    f"| {s['expire_wal_bytes']['median'] / 1e6:,.1f} MB | {s['dead_tuples_after']['median']:,.0f} "
+                    f"| {s['kept_exactly_recent_runs']} of {s['runs']} runs |")
+    c = storage["config"]
+    return ("\n".join(rows) + f"\n\nMedians of {c['runs']} runs. Each layout holds {c['rows']:,} IDs from the "
+            f"{c['expired_days']} days before a {c['window_days']}-day window and {c['recent_rows']:,} inside it; the "
+            "first three expire them with `retention.sql`'s batched delete (10,000 a batch), the lean ones by "
+            f"primary-key range or by dropping whole days. From `results/storage.json`: {provenance(storage)}.\n")
+
+
+def sizing_section() -> str:
+    storage, post = load("storage.json"), load("post-figures.json")["storage"]["sizing"]
+    if storage is None:
+        return "_No M4 results yet._\n"
+    z = storage["summary"]["sizing"]
+    rows = [f"| Layout | Bytes/row, measured, cleanup index included | {z['rows']:,} rows | Post's arithmetic |",
+            "|---|---:|---:|---:|"]
+    for layout, p in z["layouts"].items():
+        rows.append(f"| {LAYOUT_NAMES[layout]} | {p['bytes_per_row']:.1f} | {p['gb']:.1f} GB "
+                    f"| {str(post['gb'][layout]) + ' GB' if layout in post['gb'] else '–'} |")
+    return ("\n".join(rows) + f"\n\n{z['per_day']:,} IDs a day kept for {z['days']} days, priced with the medians "
+            "above (the post left the cleanup index out of its sum).\n")
+
+
+POLICY_NAMES = {
+    "keys": "keys honoured: retry with the same Idempotency-Key",
+    "lookup": "status lookup: ask, then call only if nothing landed",
+    "retry": "neither, retry after an expired lease",
+    "skip": "neither, give up after an expired lease",
+    "outbox": "inbox, then outbox: a keyed relay makes the call",
+}
+
+
+def external_section() -> str:
+    external = load("external.json")
+    if external is None:
+        return "_No M5 results yet: run `python measure_external.py --policy all --runs 5`._\n"
+    rows = ["| Policy | Runs | Kills | Crashes before / after the call | Duplicate charges | Lost charges "
+            "| Exact balances |", "|---|---:|---:|---:|---:|---:|---:|"]
+    for policy, s in external["summary"].items():
+        t = s["totals"]
+        rows.append(f"| {POLICY_NAMES[policy]} | {s['runs']} | {t['kills']} | {t['crashed_before_call']} / "
+                    f"{t['crashed_after_call']} | {t['duplicates']} | {t['lost']} "
+                    f"| {s['balances_exact_runs']} of {s['runs']} |")
+    c = external["config"]
+    return ("\n".join(rows) + f"\n\nTotals over all runs; counted on the provider's side (its own table of "
+            f"charges). Each run: {c['events']:,} credits, {c['kills']} SIGKILLs {c['life'][0]:g}–{c['life'][1]:g} s "
+            f"after the first call, plus a crash right after the call of every {c['crash_every']}th event and "
+            f"right before the call of every {c['crash_before_every']}th (the first time each is handled), lease "
+            f"{c['lease_s']:g} s. From `results/external.json`: {provenance(external)}.\n")
+
+
+def faults_section() -> str:
+    faults = load("faults.json")
+    if faults is None:
+        return "_No M6 results yet: run `python measure_faults.py --fault FAULT --variant VARIANT --runs 5`._\n"
+    rows = ["| Fault | Variant | Runs | Faults | Duplicates | Lost | Skipped duplicates | Resume after the fault (s) "
+            "| Exact balances |", "|---|---|---:|---:|---:|---:|---:|---:|---:|"]
+    for s in faults["summary"].values():
+        t = s["totals"]
+        rows.append(f"| {s['fault']} | {VARIANT_NAMES[s['variant']]} | {s['runs']} | {t['faults']} | {t['duplicates']} "
+                    f"| {t['lost']} | {t['skipped']} | {spread(s['resume_s'], 2)} "
+                    f"| {s['balances_exact_runs']} of {s['runs']} |")
+    c = faults["config"]
+    return ("\n".join(rows) + f"\n\nTotals over all runs; resume is the median (min–max) over runs of each run's "
+            f"median time from the end of a fault to the next credit. Each run: {c['events']:,} credits, {c['faults']} "
+            f"faults {c['every_s']:g} s apart, partitions cut for {c['outage_s']:g} s, session timeout "
+            f"{c['session_timeout_ms']} ms, max.poll.interval.ms {c['max_poll_interval_ms']}. From "
+            f"`results/faults.json`: {provenance(faults)}.\n")
+
+
+SECTIONS = {"kill": kill_section, "throughput": throughput_section, "ratios": ratio_section,
+            "batch": batch_section, "rebalance": rebalance_section, "storage": storage_section,
+            "layouts": layouts_section, "sizing": sizing_section, "external": external_section,
+            "faults": faults_section}
 
 
 def chart() -> Path | None:
@@ -116,6 +300,34 @@ def chart() -> Path | None:
     return out
 
 
+def batch_chart() -> Path | None:
+    sweep = load("throughput-batch.json")
+    if sweep is None:
+        return None
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    names = list(sweep["summary"]["variants"])
+    sizes = [int(n.split("@")[1]) for n in names]
+    stats = [sweep["summary"]["variants"][n]["msgs_per_s"] for n in names]
+    medians = [s["median"] for s in stats]
+    fig, ax = plt.subplots(figsize=(6.5, 4))
+    ax.errorbar(sizes, medians, yerr=[[s["median"] - s["min"] for s in stats], [s["max"] - s["median"] for s in stats]],
+                marker="o", capsize=4, color="#2c3e50")
+    ax.set_xscale("log")
+    ax.set_xlabel("messages per transaction (batch size)")
+    ax.set_ylabel("msgs/s (median, min–max)")
+    ax.set_title(f"Batched inbox (d): throughput by batch size ({sweep['machine']['cores']} cores)", fontsize=11)
+    ax.spines[["top", "right"]].set_visible(False)
+    fig.tight_layout()
+    out = RESULTS / "throughput-batch.png"
+    fig.savefig(out, dpi=110)
+    plt.close(fig)
+    return out
+
+
 def render(text: str) -> str:
     for name, make in SECTIONS.items():
         pattern = re.compile(rf"(<!-- report:{name} -->\n).*?(<!-- /report:{name} -->)", re.S)
@@ -136,8 +348,8 @@ def main(argv=None) -> int:
         print("README.md matches results/")
         return 0
     README.write_text(fresh)
-    out = chart()
-    print(f"README.md rewritten{f', chart in {out.relative_to(ROOT)}' if out else ''}")
+    charts = [str(out.relative_to(ROOT)) for out in (chart(), batch_chart()) if out]
+    print(f"README.md rewritten{', charts: ' + ', '.join(charts) if charts else ''}")
     return 0
 
 

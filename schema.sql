@@ -27,3 +27,26 @@ CREATE TABLE IF NOT EXISTS ledger (
     applied_at timestamptz NOT NULL DEFAULT clock_timestamp()
 );
 CREATE INDEX IF NOT EXISTS ledger_event_id ON ledger (event_id);
+
+-- Side effects outside the database (consume_external.py). No transaction can
+-- hold an HTTP call and its record together, so the record has two states, and a
+-- lease says how long a handler may take before another may try again.
+CREATE TABLE IF NOT EXISTS external_effects (
+    consumer     text        NOT NULL,
+    message_id   text        NOT NULL,
+    state        text        NOT NULL CHECK (state IN ('processing', 'done')),
+    locked_until timestamptz,           -- NULL once done
+    attempts     integer     NOT NULL DEFAULT 1,
+    updated_at   timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (consumer, message_id)
+);
+
+-- Inbox, then outbox: a call that a relay still has to make, written in the
+-- same transaction as the inbox row.
+CREATE TABLE IF NOT EXISTS outbox (
+    id              bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    idempotency_key text        NOT NULL UNIQUE,
+    payload         jsonb       NOT NULL,
+    sent_at         timestamptz
+);
+CREATE INDEX IF NOT EXISTS outbox_unsent ON outbox (id) WHERE sent_at IS NULL;

@@ -8,6 +8,14 @@ the inbox is used; the side effect is the same single Postgres transaction
     a2  auto-commit with the client's defaults, consume() in batches of 100, no dedup
     b   auto-commit off, synchronous commit after the DB transaction, no inbox
     c   consume.run() unchanged: the inbox, then the commit
+    d   consume.run_batched(): the inbox for up to --batch messages in one transaction,
+        then one synchronous commit of the batch's offsets
+    raw the same client reading the topic with no database and no commits: the
+        ceiling the client alone reaches, for measure_throughput.py
+    ext     the effect is a call to provider.py, with consume_external's lease and --policy
+    outbox  the inbox transaction writes an outbox row; a relay makes the call
+    relay   the outbox relay (no Kafka), calling provider.py with each row's key
+    share-b, share-c   b and c as members of a share group (KIP-932) instead of a consumer group
 
 Assumptions: CONSUMER_DSN points at a database (or a schema, via search_path)
 with schema.sql's tables; the topic exists. The worker runs until it is killed,
@@ -16,6 +24,7 @@ effect", "skipped duplicate <id>", "offset commit failed: <code>", "stalling <id
 
     CONSUMER_DSN=... python worker.py --variant c --topic T --group G --work-ms 10
 """
+import json
 import logging
 import os
 import signal
@@ -31,7 +40,7 @@ import consume
 from settings import BROKERS, DSN
 
 log = logging.getLogger("worker")
-VARIANTS = ("a1", "a2", "b", "c")
+VARIANTS = ("a1", "a2", "b", "c", "d", "raw", "ext", "outbox", "relay", "share-b", "share-c")
 
 
 def apply_without_inbox(conn: psycopg.Connection, event_id: str, event: dict, apply=consume.credit_account) -> bool:
@@ -41,24 +50,33 @@ def apply_without_inbox(conn: psycopg.Connection, event_id: str, event: dict, ap
     return True
 
 
-class Stall:
-    """--slow-every N: the first handling of every N-th event (by its seq) sleeps, whichever
-    process gets there first. A table records who stalled, so a redelivery does not stall again."""
+class FirstTime:
+    """Every N-th event (by its seq), the first time any process handles it. A table records
+    the claim, on a connection of its own so that it survives the handler's rollback; a
+    redelivery of the same event is then not picked again."""
 
-    def __init__(self, every: int, seconds: float):
-        self.every, self.seconds = every, seconds
+    def __init__(self, every: int, table: str):
+        self.every, self.table = every, table
         if every:
             with psycopg.connect(DSN, autocommit=True) as conn:
-                conn.execute("CREATE TABLE IF NOT EXISTS stalls (event_id text PRIMARY KEY)")
+                conn.execute(f"CREATE TABLE IF NOT EXISTS {table} (event_id text PRIMARY KEY)")
+
+    def __call__(self, event_id: str, event: dict) -> bool:
+        if not self.every or event.get("seq", 0) % self.every:
+            return False
+        with psycopg.connect(DSN, autocommit=True) as own:
+            return own.execute(f"INSERT INTO {self.table} VALUES (%s) ON CONFLICT DO NOTHING RETURNING 1",
+                               (event_id,)).fetchone() is not None
+
+
+class Stall:
+    """--slow-every N: the first handling of every N-th event sleeps --slow-seconds."""
+
+    def __init__(self, every: int, seconds: float):
+        self.first_time, self.seconds = FirstTime(every, "stalls"), seconds
 
     def maybe(self, conn: psycopg.Connection, event_id: str, event: dict) -> None:
-        if not self.every or event.get("seq", 0) % self.every:
-            return
-        # Claimed on a connection of its own, so the claim survives the handler's rollback.
-        with psycopg.connect(DSN, autocommit=True) as own:
-            first = own.execute("INSERT INTO stalls VALUES (%s) ON CONFLICT DO NOTHING RETURNING 1",
-                                (event_id,)).fetchone()
-        if first:
+        if self.first_time(event_id, event):
             log.warning("stalling %s for %gs", event_id, self.seconds)
             time.sleep(self.seconds)
 
@@ -77,6 +95,49 @@ def make_apply(work_ms: float, stall: Stall):
             log.info("first side effect %s", event_id)
 
     return apply
+
+
+def make_apply_batch(work_ms: float, stall: Stall):
+    """The batched handler: the same work per message, then the set-based credit."""
+    first = threading.Event()
+
+    def apply_batch(conn: psycopg.Connection, credits: list[tuple[str, dict]]) -> None:
+        for event_id, event in credits:
+            stall.maybe(conn, event_id, event)
+        if work_ms:
+            time.sleep(work_ms * len(credits) / 1000)
+        consume.credit_accounts(conn, credits)
+        if not first.is_set():
+            first.set()
+            log.info("first side effect %s", credits[0][0])
+
+    return apply_batch
+
+
+def run_raw(topic: str, group: str, stop: threading.Event, expect: int, batch: int, overrides: dict) -> None:
+    """Read as fast as the client can, touching nothing; report once `expect` messages are in."""
+    consumer = Consumer({"bootstrap.servers": BROKERS, "group.id": group, "auto.offset.reset": "earliest",
+                         "enable.auto.commit": False, **overrides})
+    consumer.subscribe([topic])
+    stamps = []
+    try:
+        while not stop.is_set():
+            for msg in consumer.consume(batch, 0.1):
+                if not msg.error():
+                    consume.checked_event_id(msg)  # the per-message decoding every variant does
+                    consume.parse_event(msg.value())
+                    stamps.append(time.monotonic())
+            if expect and len(stamps) >= expect:
+                gaps = sorted(b - a for a, b in zip(stamps, stamps[1:], strict=False))
+                seconds = stamps[-1] - stamps[0]
+                log.info("report: %s", json.dumps({
+                    "messages": len(stamps), "first_to_last_s": round(seconds, 3),
+                    "msgs_per_s": round((len(stamps) - 1) / seconds, 1) if seconds else None,
+                    "gap_p50_ms": round(gaps[len(gaps) // 2] * 1000, 4),
+                    "gap_p99_ms": round(gaps[int(len(gaps) * 0.99)] * 1000, 4)}))
+                expect = 0
+    finally:
+        consumer.close()
 
 
 def run_auto_commit(topic: str, group: str, apply, stop: threading.Event, batch: int | None, overrides: dict) -> None:
@@ -98,6 +159,82 @@ def run_auto_commit(topic: str, group: str, apply, stop: threading.Event, batch:
                         continue
                     event_id = consume.checked_event_id(msg)
                     apply_without_inbox(conn, event_id, consume.parse_event(msg.value()), apply)
+    finally:
+        consumer.close()
+
+
+def seq_from_id(event_id: str) -> int:
+    """The harnesses' IDs end in the event's seq (r1-42); the relay sees only the ID."""
+    tail = event_id.rsplit("-", 1)[-1]
+    return int(tail) if tail.isdigit() else 0
+
+
+def run_external(args, stop: threading.Event, overrides: dict) -> None:
+    """ext, outbox and relay: the effect is a call to provider.py at --provider-url."""
+    import consume_external
+    from provider import Client
+
+    client = Client(args.provider_url) if args.provider_url else None
+    crash_once = FirstTime(args.crash_after_call_every, "call_crashes")
+    crash_before_once = FirstTime(args.crash_before_call_every, "precall_crashes")
+    first = threading.Event()
+
+    def note_first(event_id):
+        if not first.is_set():
+            first.set()
+            log.info("first side effect %s", event_id)
+
+    def after_call(event_id):
+        note_first(event_id)
+        if crash_once(event_id, {"seq": seq_from_id(event_id)}):
+            log.warning("crashing after the call for %s, before its mark-done", event_id)
+            os._exit(3)  # the call landed; nothing records that it did
+
+    def before_call(event_id):
+        if crash_before_once(event_id, {"seq": seq_from_id(event_id)}):
+            log.warning("crashing after the claim of %s, before its call", event_id)
+            os._exit(4)  # the lease is taken; the call never went out
+
+    if args.variant == "relay":
+        consume_external.run_relay(client, DSN, stop, batch=10, after_call=after_call)
+        return
+    if args.variant == "outbox":
+        handle = consume_external.handle_with_outbox
+    else:
+        def handle(conn, event_id, event, _apply=None):
+            return consume_external.handle_external(conn, event_id, event, client=client, policy=args.policy,
+                                                    lease_s=args.lease_s, before_call=before_call,
+                                                    after_call=after_call)
+    consume.run(args.topic, args.group, handle=handle, stop=stop,
+                after_db_commit=lambda msg, outcome: note_first(consume.event_id_of(msg))
+                if args.variant == "outbox" and outcome == "applied" else None,
+                **overrides)
+
+
+def run_share(args, stop: threading.Event, apply, handle) -> None:
+    """share-b, share-c: a KIP-932 share group. Each polled record is locked for the group's
+    share.record.lock.duration.ms; a handler that outlives the lock loses the record to
+    another member. Records are acknowledged one by one (explicit mode), after the DB commit."""
+    from confluent_kafka import ShareConsumer
+
+    consumer = ShareConsumer({"bootstrap.servers": BROKERS, "group.id": args.group,
+                              "share.acknowledgement.mode": "explicit"})
+    consumer.subscribe([args.topic])
+    try:
+        with psycopg.connect(DSN, autocommit=True) as conn:
+            while not stop.is_set():
+                for msg in consumer.poll(0.5):
+                    if msg.error():
+                        log.warning("consumer error: %s", msg.error())
+                        continue
+                    event_id = consume.checked_event_id(msg)
+                    if not handle(conn, event_id, consume.parse_event(msg.value()), apply):
+                        log.info("skipped duplicate %s", event_id)
+                    consumer.acknowledge(msg)
+                for tp, error in (consumer.commit_sync(30) or {}).items():
+                    if error is not None:
+                        log.warning("acknowledgement failed: %s (%s/%s)", error.args[0].name(), tp.topic,
+                                    tp.partition)
     finally:
         consumer.close()
 
@@ -124,18 +261,39 @@ def main(args) -> None:
                         format=f"%(asctime)s {args.variant}[{os.getpid()}] %(name)s %(message)s")
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    apply = make_apply(args.work_ms, Stall(args.slow_every, args.slow_seconds))
+    stall = Stall(args.slow_every, args.slow_seconds)
+    apply = make_apply(args.work_ms, stall)
     overrides = client_overrides(args)
     log.info("started variant %s on %s as %s", args.variant, args.topic, args.group)
 
     if args.variant in ("a1", "a2"):
         run_auto_commit(args.topic, args.group, apply, stop, 100 if args.variant == "a2" else None, overrides)
         return
+    if args.variant == "raw":
+        run_raw(args.topic, args.group, stop, args.expect, args.batch, overrides)
+        return
 
-    def after_db_commit(msg, outcome):
-        if args.crash_after and outcome == "applied" and consume.event_id_of(msg) == args.crash_after:
+    def crash(event_ids):
+        if args.crash_after in event_ids:
             log.warning("crashing after the DB commit of %s, before its offset commit", args.crash_after)
             os._exit(3)  # no finally, no close(), no offset commit
+
+    if args.variant in ("share-b", "share-c"):
+        run_share(args, stop, apply, consume.handle_once if args.variant == "share-c" else apply_without_inbox)
+        return
+    if args.variant in ("ext", "outbox", "relay"):
+        run_external(args, stop, overrides)
+        return
+    if args.variant == "d":
+        consume.run_batched(args.topic, args.group, make_apply_batch(args.work_ms, stall), batch=args.batch,
+                            stop=stop, after_db_commit=lambda msgs, outcome: crash(
+                                {consume.event_id_of(m) for m in msgs} if outcome["applied"] else ()),
+                            **overrides)
+        return
+
+    def after_db_commit(msg, outcome):
+        if outcome == "applied":
+            crash({consume.event_id_of(msg)})
 
     handle = consume.handle_once if args.variant == "c" else apply_without_inbox
     consume.run(args.topic, args.group, apply, handle=handle, stop=stop, after_db_commit=after_db_commit,
@@ -155,11 +313,25 @@ def parse_args(argv=None):
     parser.add_argument("--slow-seconds", type=float, default=0)
     parser.add_argument("--group-protocol", choices=("classic", "consumer"), default="classic")
     parser.add_argument("--crash-after", metavar="EVENT_ID", help="os._exit() right after this event's DB commit")
+    parser.add_argument("--batch", type=int, default=500, help="d and raw: messages per consume() call")
+    parser.add_argument("--expect", type=int, default=0, help="raw: report once this many messages are read")
+    parser.add_argument("--provider-url", help="ext, relay: provider.py's address")
+    parser.add_argument("--policy", choices=("keys", "lookup", "retry", "skip"), default="keys",
+                        help="ext: what to do after an expired lease")
+    parser.add_argument("--lease-s", type=float, default=10.0, help="ext: how long a claim holds")
+    parser.add_argument("--crash-after-call-every", type=int, default=0, metavar="N",
+                        help="ext, relay: os._exit() between the call and the mark-done, once, for every N-th event")
+    parser.add_argument("--crash-before-call-every", type=int, default=0, metavar="N",
+                        help="ext: os._exit() between the claim and the call, once, for every N-th event")
     args = parser.parse_args(argv)
     if args.work_ms < 0 or args.slow_every < 0 or args.slow_seconds < 0:
         parser.error("--work-ms, --slow-every and --slow-seconds cannot be negative")
-    if args.crash_after and args.variant not in ("b", "c"):
-        parser.error("--crash-after needs a variant that commits by hand (b or c)")
+    if args.crash_after and args.variant not in ("b", "c", "d"):
+        parser.error("--crash-after needs a variant that commits by hand (b, c or d)")
+    if args.batch < 1:
+        parser.error("--batch must be at least 1")
+    if args.variant in ("ext", "relay") and not args.provider_url:
+        parser.error(f"--variant {args.variant} needs --provider-url")
     return args
 
 

@@ -17,6 +17,12 @@ BAD = [
     ("publish.py", ["many"], "invalid int value"),
     ("stack.py", ["sideways"], "invalid choice"),
     ("tour.py", ["--republish", "5000"], "--republish"),
+    ("measure_rebalance.py", ["--variant", "c", "--slow-seconds", "5"], "--slow-seconds must outlast"),
+    ("measure_rebalance.py", ["--variant", "a1"], "invalid choice"),
+    ("measure_storage.py", ["--rows", "10"], "--rows must be at least 10000"),
+    ("retention.py", ["--window", "14x"], "invalid window value"),
+    ("profile_d.py", ["--batch", "0"], "must be at least 1"),
+    ("measure_throughput.py", ["--sweep-batch", "10,0"], "batch sizes must be at least 1"),
     ("consume.py", ["--nope"], "unrecognized arguments"),
     ("report.py", ["--nope"], "unrecognized arguments"),
 ]

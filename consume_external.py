@@ -1,0 +1,146 @@
+"""Side effects outside the database: the post's plan, built.
+
+Claim: when the effect is a call to another service, no transaction covers the
+call and its record together, so the inbox row goes through two states. It is
+inserted as `processing` with a lease (`locked_until`), the provider is called,
+and the row is marked `done`; only then is the offset committed. A redelivery
+then finds one of four things:
+
+    done            the call landed and was recorded: skip it
+    a live lease    another handler is on it: wait, bounded, and look again
+    expired lease   a handler died between its claim and its mark-done, so
+                    nobody knows whether the call landed. The policy decides:
+      keys            call again with the same Idempotency-Key; the provider's
+                      dedup makes the second call a replay
+      lookup          ask the provider whether a charge for this event landed;
+                      call only if none did
+      retry           neither keys nor lookup: call again, and risk a duplicate
+      skip            neither: mark it done unseen, and risk a loss
+
+Or, inbox then outbox: the inbox transaction also writes an outbox row, and a
+relay (FOR UPDATE SKIP LOCKED, safe on several workers) makes the call with the
+same key and marks the row sent.
+
+Assumptions: schema.sql's external_effects and outbox tables; a provider that
+takes an Idempotency-Key for the keys policy and the outbox (provider.py).
+"""
+import logging
+import time
+
+import psycopg
+from psycopg.types.json import Jsonb
+
+from consume import CONSUMER_NAME, handle_once
+from provider import Client
+
+POLICIES = ("keys", "lookup", "retry", "skip")
+log = logging.getLogger("consume_external")
+
+
+class LeaseHeld(Exception):
+    """Another live handler holds this event's lease past our patience."""
+
+
+def effect_key(event_id: str, consumer: str = CONSUMER_NAME) -> str:
+    """The Idempotency-Key: the same on every redelivery of the event, different per consumer."""
+    return f"{consumer}:{event_id}"
+
+
+def claim(conn: psycopg.Connection, event_id: str, lease_s: float, consumer: str = CONSUMER_NAME) -> str:
+    """Take the event's lease: "fresh", "expired" (an earlier attempt died holding it), "done" or "held"."""
+    with conn.transaction():
+        row = conn.execute(
+            "INSERT INTO external_effects AS e (consumer, message_id, state, locked_until) "
+            "VALUES (%s, %s, 'processing', now() + %s * interval '1 second') "
+            "ON CONFLICT (consumer, message_id) DO UPDATE "
+            "SET locked_until = EXCLUDED.locked_until, attempts = e.attempts + 1, updated_at = now() "
+            "WHERE e.state = 'processing' AND e.locked_until < now() RETURNING attempts",
+            (consumer, event_id, lease_s)).fetchone()
+        if row is not None:
+            return "fresh" if row[0] == 1 else "expired"
+        state = conn.execute("SELECT state FROM external_effects WHERE consumer = %s AND message_id = %s",
+                             (consumer, event_id)).fetchone()[0]
+    return "done" if state == "done" else "held"
+
+
+def mark_done(conn: psycopg.Connection, event_id: str, consumer: str = CONSUMER_NAME) -> None:
+    conn.execute("UPDATE external_effects SET state = 'done', locked_until = NULL, updated_at = now() "
+                 "WHERE consumer = %s AND message_id = %s", (consumer, event_id))
+
+
+def handle_external(conn: psycopg.Connection, event_id: str, event: dict, apply=None, *, client: Client,
+                    policy: str, lease_s: float = 10.0, before_call=None, after_call=None,
+                    consumer: str = CONSUMER_NAME) -> bool:
+    """handle_once for an effect behind an HTTP call; True if this call charged (or replayed a charge).
+
+    Fits consume.run's `handle` slot (`apply` is unused: the call is the effect).
+    `before_call(event_id)` runs between the claim and the call, `after_call(event_id)` between
+    the provider's answer and the mark-done: the two places a crash hurts.
+    """
+    patience = time.monotonic() + 2 * lease_s + 1
+    state = claim(conn, event_id, lease_s, consumer)
+    while state == "held":
+        if time.monotonic() > patience:
+            raise LeaseHeld(f"{event_id} is still leased by another handler after {2 * lease_s + 1:g}s")
+        time.sleep(0.2)
+        state = claim(conn, event_id, lease_s, consumer)
+    if state == "done":
+        log.info("skipped duplicate %s", event_id)
+        return False
+    if state == "expired":
+        if policy == "lookup" and client.find(event_id):
+            log.info("found the earlier charge for %s: marking it done without calling", event_id)
+            mark_done(conn, event_id, consumer)
+            return False
+        if policy == "skip":
+            log.warning("gave up on %s: its earlier attempt may or may not have charged", event_id)
+            mark_done(conn, event_id, consumer)
+            return False
+        log.info("retrying %s after an expired lease (%s)", event_id, policy)
+    key = effect_key(event_id, consumer) if policy == "keys" else None
+    if before_call is not None:
+        before_call(event_id)
+    client.charge(event_id, event["account_id"], event["amount"], key=key)
+    if after_call is not None:
+        after_call(event_id)
+    mark_done(conn, event_id, consumer)
+    return True
+
+
+# --- inbox, then outbox -------------------------------------------------------------
+
+def enqueue_call(conn: psycopg.Connection, event_id: str, event: dict) -> None:
+    """The `apply` for handle_once: the call becomes an outbox row, in the inbox's transaction."""
+    conn.execute("INSERT INTO outbox (idempotency_key, payload) VALUES (%s, %s)",
+                 (effect_key(event_id), Jsonb({"reference": event_id, "account_id": event["account_id"],
+                                               "amount": event["amount"]})))
+
+
+def handle_with_outbox(conn: psycopg.Connection, event_id: str, event: dict, apply=None) -> bool:
+    return handle_once(conn, event_id, event, apply=enqueue_call)
+
+
+def relay_once(conn: psycopg.Connection, client: Client, batch: int = 10, after_call=None) -> int:
+    """Send up to `batch` unsent outbox rows; rows another relay holds are skipped, not waited for.
+
+    A relay that dies between a call and its commit leaves the row unsent and
+    unlocked, so the next relay calls again with the same key: the provider
+    must honour keys for this to charge once.
+    """
+    with conn.transaction():
+        rows = conn.execute("SELECT id, idempotency_key, payload FROM outbox WHERE sent_at IS NULL "
+                            "ORDER BY id LIMIT %s FOR UPDATE SKIP LOCKED", (batch,)).fetchall()
+        for row_id, key, payload in rows:
+            client.charge(payload["reference"], payload["account_id"], payload["amount"], key=key)
+            if after_call is not None:
+                after_call(payload["reference"])
+            conn.execute("UPDATE outbox SET sent_at = clock_timestamp() WHERE id = %s", (row_id,))
+    return len(rows)
+
+
+def run_relay(client: Client, dsn: str, stop, batch: int = 10, idle_s: float = 0.2, after_call=None) -> None:
+    """Relay until `stop` is set, resting `idle_s` whenever the outbox is empty."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        while not stop.is_set():
+            if relay_once(conn, client, batch, after_call) == 0:
+                stop.wait(idle_s)

@@ -1,0 +1,223 @@
+"""M5, external effects under hard kills: charges per event on the provider's side.
+
+Claim: with the processing/done states and a lease, a provider that honours
+Idempotency-Keys (keys) or answers a status lookup (lookup) shows exactly one
+charge per event, however the consumer dies; so does inbox-then-outbox with a
+keyed relay (outbox). With neither, there is no clever fix: retrying after an
+expired lease risks a duplicate (retry), giving up risks a loss (skip).
+
+Workload: `--events` credits published up front; the side effect is an HTTP
+charge to provider.py (a real service on loopback, its own table in Postgres).
+Fault: the consumer (and, for outbox, the relay) is SIGKILLed `--kills` times
+on M1's seeded schedule, and every `--crash-every`-th event's first call is
+followed by os._exit() before its mark-done, the worst moment. Recovery: a
+final consumer (and relay) runs until the lag is 0, no effect is left
+`processing`, the outbox is empty and the charges are still. Checker:
+harness.check on (published events, the provider's charges).
+
+Assumptions: the stack is up and nothing else measures on it.
+
+    python measure_external.py --policy all --runs 5 --kills 20 --events 2000
+"""
+import json
+import sys
+import time
+import uuid
+
+import psycopg
+
+import cli
+import harness
+import provider
+from measure_kill import kill_schedule, life_range, progress
+
+# policy: (provider mode, worker variant, worker --policy)
+POLICIES = {
+    "keys": ("keys", "ext", "keys"),
+    "lookup": ("lookup", "ext", "lookup"),
+    "retry": ("none", "ext", "retry"),
+    "skip": ("none", "ext", "skip"),
+    "outbox": ("keys", "outbox", "keys"),
+}
+
+
+def pending(dsn: str) -> int:
+    with psycopg.connect(dsn) as conn:
+        return conn.execute("SELECT (SELECT count(*) FROM external_effects WHERE state <> 'done') + "
+                            "(SELECT count(*) FROM outbox WHERE sent_at IS NULL)").fetchone()[0]
+
+
+def charges(dsn: str) -> list[tuple]:
+    with psycopg.connect(dsn) as conn:
+        return conn.execute("SELECT reference, account_id, amount FROM provider_charges ORDER BY id").fetchall()
+
+
+def wait_for_effect_or_exit(worker: harness.Worker, group: str, topic: str, timeout_s: float) -> str:
+    """'effect' once the worker made its first call (or outbox write), 'crashed' if it os._exit()ed
+    on purpose first, 'idle' as soon as the group has nothing left to consume."""
+    end = time.monotonic() + timeout_s
+    while time.monotonic() < end:
+        if worker.first_effect.wait(1.0):
+            return "effect"
+        if worker.proc.poll() is not None:
+            if worker.proc.returncode in (3, 4):
+                return "crashed"
+            raise RuntimeError(f"worker exited with {worker.proc.returncode}:\n{worker.log_tail()}")
+        if harness.lag(group, topic) == 0:
+            return "idle"
+    raise RuntimeError(f"worker made no call within {timeout_s:g}s:\n{worker.log_tail()}")
+
+
+def run_once(policy: str, run: int, config: dict, log_dir, keep: bool) -> dict:
+    mode, variant, worker_policy = POLICIES[policy]
+    schema = harness.unique(f"m5_{policy}_r{run}")
+    topic = f"m5.{policy}.r{run}.{uuid.uuid4().hex[:8]}"
+    group = f"m5-{policy}-{uuid.uuid4().hex[:8]}"
+    dsn = harness.create_schema(schema)
+    harness.create_topic(topic, config["partitions"])
+    log_path = log_dir / f"external-{policy}-r{run}.log"
+    log_path.unlink(missing_ok=True)
+    started = time.monotonic()
+    running = provider.Running(mode, dsn)
+    session = ("--session-timeout-ms", config["session_timeout_ms"],
+               "--heartbeat-interval-ms", config["session_timeout_ms"] // 3)
+    common = ("--provider-url", running.url, "--policy", worker_policy, "--lease-s", config["lease_s"],
+              "--work-ms", config["work_ms"], *session)
+    crashy = ("--crash-after-call-every", config["crash_every"])
+    if variant == "ext":
+        crashy += ("--crash-before-call-every", config["crash_before_every"])
+    relay = None
+
+    def start_relay(args):
+        return harness.Worker("relay", topic, group, dsn, log_path, ("--provider-url", running.url, *args))
+
+    try:
+        events = harness.make_events(config["events"], prefix=f"r{run}", seed=config["seed"] + run)
+        harness.produce_events(topic, events)
+        if variant == "outbox":
+            relay = start_relay(crashy)
+        kill_log = []
+        for k, life in enumerate(kill_schedule(config["seed"] + run, config["kills"], config["life"]), 1):
+            worker = harness.Worker(variant, topic, group, dsn, log_path, (*common, *crashy))
+            outcome = wait_for_effect_or_exit(worker, group, topic, 120)
+            if outcome == "idle" and pending(dsn) == 0:
+                worker.kill()
+                break
+            # The kill schedule; the worker (or, once the topic is read, the relay) may crash itself meanwhile.
+            time.sleep(life)
+            crashed_itself = {3: "after call", 4: "before call"}.get(worker.proc.poll())
+            worker.kill()
+            if relay is not None:  # the relay dies with the consumer, and comes back with it
+                relay.kill()
+                relay = start_relay(crashy)
+            kill_log.append({"kill": k, "life_s": life, "crashed_itself": crashed_itself,
+                             "charges": len(charges(dsn)), "counts": dict(worker.counts)})
+            progress(f"{policy} run {run}: kill {k} of {config['kills']}, charges {kill_log[-1]['charges']}")
+        if relay is not None:
+            relay.kill()
+            relay = start_relay(())
+        final = harness.Worker(variant, topic, group, dsn, log_path, common)
+        last, still_since, deadline = -1, time.monotonic(), time.monotonic() + 300
+        while time.monotonic() < deadline:
+            time.sleep(0.5)
+            count = len(charges(dsn))
+            if count != last:
+                last, still_since = count, time.monotonic()
+            if harness.lag(group, topic) == 0 and pending(dsn) == 0 and time.monotonic() - still_since > 3:
+                break
+        else:
+            raise RuntimeError(f"{policy} run {run} did not settle: lag {harness.lag(group, topic)}, "
+                               f"pending {pending(dsn)}\n{final.log_tail()}")
+        final.stop()
+        rows = charges(dsn)
+        balances = {}
+        for _, account, amount in rows:
+            balances[account] = balances.get(account, 0) + amount
+        verdict = harness.check(dict(events), rows, balances)
+    finally:
+        if relay is not None:
+            relay.stop()
+        running.stop()
+        if not keep:
+            harness.drop_schema(schema)
+            harness.delete_topics(topic, topic + ".dlq")
+    return {"variant": policy, "run": run, "provider_mode": mode, "seed": config["seed"] + run,
+            "events": config["events"], "kills": len(kill_log),
+            "crashed_after_call": sum(k["crashed_itself"] == "after call" for k in kill_log),
+            "crashed_before_call": sum(k["crashed_itself"] == "before call" for k in kill_log), **verdict,
+            "charges": verdict["ledger_rows"], "wall_s": round(time.monotonic() - started, 1), "kill_log": kill_log}
+
+
+def summarise(runs: list[dict]) -> dict:
+    summary = {}
+    for policy in POLICIES:
+        mine = [r for r in runs if r["variant"] == policy]
+        if mine:
+            summary[policy] = {"runs": len(mine), "balances_exact_runs": sum(r["balances_exact"] for r in mine),
+                               "totals": {f: sum(r[f] for r in mine) for f in (
+                                   "duplicates", "lost", "kills", "crashed_after_call", "crashed_before_call")},
+                               **{f: harness.stats(r[f] for r in mine) for f in ("duplicates", "lost")}}
+    return summary
+
+
+def table(summary: dict) -> str:
+    lines = ["policy   runs  kills  crashes before/after call  duplicate charges  lost charges  exact",
+             "-------  ----  -----  -------------------------  -----------------  ------------  -----"]
+    for policy, s in summary.items():
+        t = s["totals"]
+        crashes = f"{t['crashed_before_call']}/{t['crashed_after_call']}"
+        lines.append(f"{policy:<7}  {s['runs']:>4}  {t['kills']:>5}  {crashes:>25}  "
+                     f"{t['duplicates']:>17}  {t['lost']:>12}  {s['balances_exact_runs']}/{s['runs']}")
+    return "\n".join(lines) + "\n(totals over all runs)"
+
+
+def main(args) -> int:
+    policies = list(POLICIES) if args.policy == "all" else [args.policy]
+    config = {"runs": args.runs, "kills": args.kills, "events": args.events, "partitions": args.partitions,
+              "work_ms": args.work_ms, "life": list(args.life), "seed": args.seed, "lease_s": args.lease_s,
+              "crash_every": args.crash_every, "crash_before_every": args.crash_before_every,
+              "session_timeout_ms": args.session_timeout_ms}
+    results = harness.ResultsFile("measure_external", args.out, config, args.force)
+    log_dir = harness.RESULTS / "logs"
+    log_dir.mkdir(parents=True, exist_ok=True)
+    with harness.measurement_lock("measure_external"):
+        for run in range(1, args.runs + 1):
+            for policy in policies:
+                if results.done(variant=policy, run=run):
+                    continue
+                progress(f"{policy} run {run} of {args.runs}: {args.events} events, {args.kills} kills")
+                record = run_once(policy, run, config, log_dir, args.keep)
+                results.add(record, summarise)
+                print(f"{policy} run {run}: {record['duplicates']} duplicate charges, {record['lost']} lost, "
+                      f"{record['kills']} kills ({record['crashed_after_call']} right after a call)")
+                print(json.dumps({k: v for k, v in record.items() if k != "kill_log"}), flush=True)
+    results.close(table)
+    return 0
+
+
+def parse_args(argv=None):
+    parser = cli.Parser(description="M5: hard-kill consumers whose effect is an HTTP call; count charges.")
+    parser.add_argument("--policy", required=True, choices=(*POLICIES, "all"))
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--kills", type=int, default=20)
+    parser.add_argument("--events", type=int, default=2000)
+    parser.add_argument("--partitions", type=int, default=6)
+    parser.add_argument("--work-ms", type=float, default=0)
+    parser.add_argument("--life", type=life_range, default=(1.0, 8.0), metavar="MIN,MAX")
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--lease-s", type=float, default=2.0)
+    parser.add_argument("--crash-every", type=int, default=97, help="crash after the call of every N-th event")
+    parser.add_argument("--crash-before-every", type=int, default=89,
+                        help="crash between the claim and the call of every N-th event (ext only)")
+    parser.add_argument("--session-timeout-ms", type=int, default=6000)
+    parser.add_argument("--out", default=str(harness.RESULTS / "external.json"))
+    parser.add_argument("--keep", action="store_true")
+    parser.add_argument("--force", action="store_true")
+    args = parser.parse_args(argv)
+    if min(args.runs, args.kills, args.events, args.partitions, args.crash_every, args.crash_before_every) < 1:
+        parser.error("--runs, --kills, --events, --partitions and the --crash-* rates must be at least 1")
+    return args
+
+
+if __name__ == "__main__":
+    sys.exit(main(parse_args()))

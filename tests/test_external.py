@@ -1,0 +1,115 @@
+"""Effects behind an HTTP call, against the repo's own provider (a real HTTP service on
+loopback, its charges in Postgres): each redelivery rule, and the outbox relay."""
+import threading
+
+import pytest
+
+import consume_external as ext
+import harness
+import provider
+
+
+@pytest.fixture
+def provider_in(dsn):
+    running = []
+
+    def start(mode):
+        running.append(provider.Running(mode, dsn))
+        return provider.Client(running[-1].url)
+
+    yield start
+    for p in running:
+        p.stop()
+
+
+EVENT = {"account_id": 1, "amount": 25}
+
+
+def charges(conn, reference="evt-1") -> int:
+    return conn.execute("SELECT count(*) FROM provider_charges WHERE reference = %s", (reference,)).fetchone()[0]
+
+
+def state(conn, event_id="evt-1"):
+    return conn.execute("SELECT state, attempts FROM external_effects WHERE message_id = %s", (event_id,)).fetchone()
+
+
+def died_holding_the_lease(conn, client, called: bool, key=True):
+    """An earlier handler claimed evt-1, maybe called the provider, and died before mark-done;
+    its lease has run out (set in the past here, rather than waited for)."""
+    assert ext.claim(conn, "evt-1", lease_s=30) == "fresh"
+    if called:
+        client.charge("evt-1", 1, 25, key=ext.effect_key("evt-1") if key else None)
+    conn.execute("UPDATE external_effects SET locked_until = now() - interval '1 second'")
+
+
+def test_done_means_skip(conn, provider_in):
+    client = provider_in("none")
+    assert ext.handle_external(conn, "evt-1", EVENT, client=client, policy="retry") is True
+    assert ext.handle_external(conn, "evt-1", EVENT, client=client, policy="retry") is False
+    assert charges(conn) == 1 and state(conn) == ("done", 1)
+
+
+def test_a_live_lease_means_someone_is_on_it(conn, provider_in):
+    client = provider_in("none")
+    assert ext.claim(conn, "evt-1", lease_s=30) == "fresh"
+    with pytest.raises(ext.LeaseHeld):
+        ext.handle_external(conn, "evt-1", EVENT, client=client, policy="retry", lease_s=0.1)
+    assert charges(conn) == 0 and state(conn) == ("processing", 1)
+
+
+def test_expired_lease_with_keys_calls_again_and_the_provider_replays(conn, provider_in):
+    client = provider_in("keys")
+    died_holding_the_lease(conn, client, called=True)
+    assert ext.handle_external(conn, "evt-1", EVENT, client=client, policy="keys") is True
+    assert charges(conn) == 1 and state(conn) == ("done", 2)
+
+
+@pytest.mark.parametrize("called, expected_charges", [(True, 1), (False, 1)])
+def test_expired_lease_with_lookup_asks_first(conn, provider_in, called, expected_charges):
+    client = provider_in("lookup")
+    died_holding_the_lease(conn, client, called=called, key=False)
+    ext.handle_external(conn, "evt-1", EVENT, client=client, policy="lookup")
+    assert charges(conn) == expected_charges and state(conn)[0] == "done"
+
+
+def test_with_neither_retry_risks_a_duplicate_and_skip_a_loss(conn, provider_in):
+    client = provider_in("none")
+    died_holding_the_lease(conn, client, called=True, key=False)
+    ext.handle_external(conn, "evt-1", EVENT, client=client, policy="retry")
+    assert charges(conn) == 2  # the call had landed: retrying charged twice
+    conn.execute("DELETE FROM external_effects")
+    conn.execute("DELETE FROM provider_charges")
+    died_holding_the_lease(conn, client, called=False, key=False)
+    ext.handle_external(conn, "evt-1", EVENT, client=client, policy="skip")
+    assert charges(conn) == 0  # the call had not landed: giving up lost it
+
+
+def test_outbox_relay_on_two_workers_calls_once_per_row(dsn, conn, provider_in):
+    client = provider_in("none")  # no dedup at the provider: a second call for a row would show
+    for n in range(60):
+        assert ext.handle_with_outbox(conn, f"evt-{n}", EVENT) is True
+    assert ext.handle_with_outbox(conn, "evt-0", EVENT) is False  # a redelivery writes no second row
+    stop = threading.Event()
+    relays = [threading.Thread(target=ext.run_relay, args=(client, dsn, stop), kwargs={"batch": 5})
+              for _ in range(2)]
+    for relay in relays:
+        relay.start()
+    try:
+        harness.wait_until(lambda: conn.execute("SELECT count(*) FROM outbox WHERE sent_at IS NULL").fetchone()[0]
+                           == 0, 60, "the relays to empty the outbox", interval_s=0.1)
+    finally:
+        stop.set()
+        for relay in relays:
+            relay.join(30)
+    per_reference = conn.execute("SELECT count(*), count(DISTINCT reference) FROM provider_charges").fetchone()
+    assert per_reference == (60, 60)
+
+
+def test_keys_survive_hard_kills_and_crashes_around_the_call(tmp_path):
+    import measure_external
+
+    config = {"events": 200, "kills": 3, "partitions": 3, "work_ms": 5, "life": [0.5, 1.0], "seed": 5,
+              "lease_s": 1.0, "crash_every": 25, "crash_before_every": 23, "session_timeout_ms": 2000}
+    record = measure_external.run_once("keys", 1, config, tmp_path, keep=False)
+    assert record["crashed_after_call"] + record["crashed_before_call"] >= 1, record["kill_log"]
+    assert (record["duplicates"], record["lost"], record["balances_exact"]) == (0, 0, True)

@@ -1,0 +1,23 @@
+"""One fast case per fault kind, on the real services: the inbox (c) keeps every credit once.
+The restarts go through stack.py, the partitions through netlab (root: ip netns)."""
+import pytest
+
+import measure_faults
+
+CONFIG = {"events": 800, "partitions": 6, "work_ms": 10, "faults": 1, "every_s": 2, "outage_s": 8,
+          "session_timeout_ms": 3000, "max_poll_interval_ms": 5000, "batch": 50, "seed": 1}
+
+
+@pytest.mark.parametrize("fault", measure_faults.FAULTS)
+def test_the_inbox_survives(fault, tmp_path):
+    record = measure_faults.run_once(fault, "c", 1, CONFIG, tmp_path)
+    assert record["faults"] == 1
+    assert (record["duplicates"], record["lost"], record["unexpected"]) == (0, 0, 0), record
+    assert record["balances_exact"] is True
+
+
+@pytest.mark.parametrize("fault", ["partition-broker", "partition-db"])
+def test_without_the_inbox_a_partition_zombie_duplicates(fault, tmp_path):
+    record = measure_faults.run_once(fault, "b", 1, CONFIG, tmp_path)
+    assert record["duplicates"] >= 1, record
+    assert record["lost"] == 0
