@@ -107,7 +107,7 @@ def dead_tuples(conn, table: str) -> int:
     """Deleted rows that VACUUM still has to clear: the statistics' n_dead_tup, flushed first.
     (pgstattuple would miss those that later scans already pruned to bare line pointers.)"""
     conn.execute("SELECT pg_stat_force_next_flush()")  # flushed as this backend goes idle
-    return conn.execute("SELECT coalesce(sum(n_dead_tup), 0) FROM pg_stat_user_tables "
+    return conn.execute("SELECT coalesce(sum(n_dead_tup), 0)::bigint FROM pg_stat_user_tables "
                         "WHERE relid = %s::regclass OR relid IN "
                         "(SELECT inhrelid FROM pg_inherits WHERE inhparent = %s::regclass)",
                         (table, table)).fetchone()[0]
@@ -172,6 +172,7 @@ def partitioned_per_row(conn, table: str, rows: int) -> dict:
         "SELECT sum(pg_relation_size(inhrelid)), sum(pg_indexes_size(inhrelid)), "
         "sum(pg_total_relation_size(inhrelid)) FROM pg_inherits WHERE inhparent = %s::regclass",
         (table,)).fetchone()
+    heap, indexes, total = int(heap), int(indexes), int(total)  # sum() of bigint comes back as numeric
     return {"heap_bytes_per_row": round(heap / rows, 1), "index_bytes_per_row": round(indexes / rows, 1),
             "total_bytes_per_row": round(total / rows, 1)}
 
