@@ -240,6 +240,12 @@ class Database:
         self.conn.close()
 
 
+def log_partitions(what: str):
+    def callback(consumer, partitions):
+        log.info("partitions %s: %s", what, ",".join(str(p.partition) for p in partitions) or "none")
+    return callback
+
+
 @contextlib.contextmanager
 def consuming(topic: str, group: str, dsn: str, overrides: dict):
     """The consumer, the dead-letter producer and the database connection a run needs.
@@ -250,7 +256,9 @@ def consuming(topic: str, group: str, dsn: str, overrides: dict):
     ensure_topic(dead_letter_topic(topic))
     consumer = Consumer(consumer_config(group, **overrides))
     dead_letters = make_producer()
-    consumer.subscribe([topic])
+    # Who owns what, when: the rebalance harness reads these lines to tell a zombie from the new owner.
+    consumer.subscribe([topic], on_assign=log_partitions("assigned"), on_revoke=log_partitions("revoked"),
+                       on_lost=log_partitions("lost"))
     db = None
     try:
         db = Database(dsn)

@@ -19,8 +19,8 @@ failed offset commits by error code, skipped duplicates.
 
 Assumptions: the stack is up and nothing else measures on it. Under the
 consumer protocol the session timeout is the broker's to set, so the harness
-sets the group's `consumer.session.timeout.ms` to the same value the classic
-runs pass to the client.
+sets the group's `consumer.session.timeout.ms` and `consumer.heartbeat.interval.ms`
+to the values the classic runs pass to the client.
 
     python measure_rebalance.py --variant b --runs 5
     python measure_rebalance.py --variant c --runs 5 --group-protocol consumer
@@ -42,12 +42,15 @@ from settings import BROKERS
 VARIANTS = ("b", "c", "d")
 
 
-def set_group_session_timeout(group: str, session_ms: int, timeout_s: float = 30.0) -> None:
-    """KIP-848 moves the session timeout to the broker; set it per group, before the group exists."""
+def set_group_timeouts(group: str, session_ms: int, heartbeat_ms: int, timeout_s: float = 30.0) -> None:
+    """KIP-848 moves the session timeout and the heartbeat interval to the broker; set both per
+    group, before the group exists, to what the classic runs pass to the client. The heartbeat
+    matters too: it is how fast a member hears that a partition was taken from it or given to it."""
     admin = AdminClient({"bootstrap.servers": BROKERS})
     resource = ConfigResource(ResourceType.GROUP, group, incremental_configs=[
-        ConfigEntry("consumer.session.timeout.ms", str(session_ms),
-                    incremental_operation=AlterConfigOpType.SET)])
+        ConfigEntry(name, str(value), incremental_operation=AlterConfigOpType.SET)
+        for name, value in (("consumer.session.timeout.ms", session_ms),
+                            ("consumer.heartbeat.interval.ms", heartbeat_ms))])
     for future in admin.incremental_alter_configs([resource], request_timeout=timeout_s).values():
         future.result(timeout=timeout_s)
 
@@ -87,7 +90,7 @@ def run_once(variant: str, run: int, config: dict, log_dir) -> dict:
         conn.execute("CREATE TABLE stalls (event_id text PRIMARY KEY)")
     harness.create_topic(topic, config["partitions"])
     if protocol == "consumer":
-        set_group_session_timeout(group, config["session_timeout_ms"])
+        set_group_timeouts(group, config["session_timeout_ms"], config["session_timeout_ms"] // 3)
     args = ("--work-ms", config["work_ms"], "--max-poll-interval-ms", config["max_poll_interval_ms"],
             "--slow-every", config["slow_every"], "--slow-seconds", config["slow_seconds"],
             "--group-protocol", protocol, "--session-timeout-ms", config["session_timeout_ms"],

@@ -79,6 +79,7 @@ class Stall:
         if self.first_time(event_id, event):
             log.warning("stalling %s for %gs", event_id, self.seconds)
             time.sleep(self.seconds)
+            log.warning("stall over %s, writing its effect", event_id)
 
 
 def make_apply(work_ms: float, stall: Stall):
