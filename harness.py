@@ -102,9 +102,10 @@ def make_events(count: int, prefix: str, accounts: int = ACCOUNTS, seed: int = 0
             for n in range(1, count + 1)]
 
 
-def produce_events(topic: str, events: list[tuple[str, dict]], timeout_s: float = 120.0) -> list[str]:
+def produce_events(topic: str, events: list[tuple[str, dict]], timeout_s: float = 120.0,
+                   **producer_overrides) -> list[str]:
     """Publish every event or raise: a harness must know exactly what was published."""
-    acked = publish_acknowledged(make_producer(), topic, events, timeout_s)
+    acked = publish_acknowledged(make_producer(**producer_overrides), topic, events, timeout_s)
     if acked != len(events):
         raise RuntimeError(f"only {acked} of {len(events)} events were acknowledged by the broker")
     return [event_id for event_id, _ in events]
@@ -182,6 +183,8 @@ COUNTED = {
     "commit_failed": re.compile(r"offset commit failed: (\S+)"),
     "evictions": re.compile(r"\|MAXPOLL\|"),  # librdkafka's own line; the app's error event repeats it
     "stalls": re.compile(r"stalling "),
+    "stalls_over": re.compile(r"stall over "),
+    "ack_failed": re.compile(r"acknowledgement failed: (\S+)"),  # share groups: the lock had expired
 }
 
 

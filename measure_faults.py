@@ -16,6 +16,10 @@ Faults, one kind per run, each bounded in time and always healed:
                       consumer takes its partitions, a zombie of a new kind
     partition-db      the same, but the link to Postgres is cut while Kafka
                       stays reachable, for longer than max.poll.interval.ms
+    share-lock        two members of a share group (KIP-932) whose record lock
+                      is --lock-ms; every --slow-every-th event's first handling
+                      outlives the lock, so the broker hands the record (and the
+                      rest of the batch acquired with it) to the other member
 
 Workload: `--events` credits on 6 partitions, published up front, handler
 sleep `--work-ms`. Recovery: the consumers run on until every event is
@@ -33,18 +37,99 @@ import sys
 import time
 import uuid
 
+import psycopg
+from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
+
 import cli
 import harness
 import netlab
 import stack
 from measure_kill import progress
 from measure_rebalance import distinct_applied, settle
+from settings import BROKERS
 
-FAULTS = ("pg-restart", "broker-restart", "partition-broker", "partition-db")
+FAULTS = ("pg-restart", "broker-restart", "partition-broker", "partition-db", "share-lock")
 VARIANTS = ("b", "c", "d")
 
 
+def set_share_group(group: str, lock_ms: int, timeout_s: float = 30.0) -> None:
+    """A share group's lock and start position are group configs on the broker; set them before
+    the group exists. `earliest`, or the members would skip the backlog published up front."""
+    admin = AdminClient({"bootstrap.servers": BROKERS})
+    resource = ConfigResource(ResourceType.GROUP, group, incremental_configs=[
+        ConfigEntry(name, value, incremental_operation=AlterConfigOpType.SET)
+        for name, value in (("share.record.lock.duration.ms", str(lock_ms)), ("share.auto.offset.reset", "earliest"))])
+    for future in admin.incremental_alter_configs([resource], request_timeout=timeout_s).values():
+        future.result(timeout=timeout_s)
+
+
+def run_share_lock(variant: str, run: int, config: dict, log_dir) -> dict:
+    """share-lock: the fault is the handler itself, outliving the broker's record lock."""
+    schema = harness.unique(f"m6_share_{variant}_r{run}")
+    topic = f"m6.share-lock.{variant}.r{run}.{uuid.uuid4().hex[:8]}"
+    group = f"m6-share-lock-{variant}-{uuid.uuid4().hex[:8]}"
+    dsn = harness.create_schema(schema)
+    with psycopg.connect(dsn, autocommit=True) as conn:  # made here, so the members never race to create it
+        conn.execute("CREATE TABLE stalls (event_id text PRIMARY KEY)")
+    harness.create_topic(topic, config["partitions"])
+    set_share_group(group, config["lock_ms"])
+    slow_s = config["lock_ms"] / 1000 + config["overrun_s"]
+    args = ("--work-ms", config["work_ms"], "--slow-every", config["slow_every"], "--slow-seconds", slow_s,
+            "--max-poll-records", config.get("max_poll_records", 0))
+    events = harness.make_events(config["events"], prefix=f"r{run}", seed=config["seed"] + run)
+    # A share group locks what it acquires, and it acquires whole producer batches: with
+    # one record per batch (and per poll) an expiry hands over one record, not a batch of them.
+    single = {"linger.ms": 0, "batch.num.messages": 1, "max.in.flight.requests.per.connection": 1}
+    harness.produce_events(topic, events, **(single if config.get("one_record_batches") else {}))
+    started = time.monotonic()
+    workers = []
+    try:
+        for i in range(2):
+            log_path = log_dir / f"faults-share-lock-{variant}-r{run}-w{i + 1}.log"
+            log_path.unlink(missing_ok=True)
+            workers.append(harness.Worker(f"share-{variant}", topic, group, dsn, log_path, args))
+        stalls = config["events"] // config["slow_every"]
+        settle_s = settle_share(workers, dsn, config["events"], 300.0 + stalls * slow_s)
+    finally:
+        for worker in workers:
+            worker.stop()
+    counts = collections.Counter()
+    for worker in workers:
+        counts.update(worker.counts)
+    applied = harness.effects(dsn)
+    verdict = harness.check(dict(events), applied["ledger"], applied["balances"])
+    harness.drop_schema(schema)
+    harness.delete_topics(topic)
+    return {"variant": variant, "fault": "share-lock", "run": run, "events": config["events"],
+            "faults": counts.get("stalls", 0), **verdict, "skipped": counts.get("skipped", 0), "evictions": 0,
+            "commit_failed": {k.split(":", 1)[1]: v for k, v in counts.items() if k.startswith("ack_failed:")},
+            "resume_s": None, "settle_s": settle_s,
+            "wall_s": round(time.monotonic() - started, 1), "fault_log": []}
+
+
+def settle_share(workers: list[harness.Worker], dsn: str, events: int, deadline_s: float, still_s: float = 4.0):
+    """A share group has no lag to read: wait until every event is applied, every stall has
+    ended and the ledger has been still for `still_s` (a late write lands inside that window)."""
+    started = time.monotonic()
+    last_rows, still_since, state = -1, started, ""
+    while time.monotonic() - started < deadline_s:
+        time.sleep(0.5)
+        rows, applied = harness.ledger_count(dsn), distinct_applied(dsn)
+        if rows != last_rows:
+            last_rows, still_since = rows, time.monotonic()
+        stalled = sum(w.counts.get("stalls", 0) - w.counts.get("stalls_over", 0) for w in workers)
+        state = f"{applied} of {events} events applied, {stalled} handlers stalled, ledger rows {rows}"
+        if applied >= events and stalled == 0 and time.monotonic() - still_since >= still_s:
+            return round(time.monotonic() - started, 1)
+        dead = [w for w in workers if w.proc.poll() is not None]
+        if dead:
+            raise RuntimeError(f"a member exited ({dead[0].proc.returncode}) mid-run:\n{dead[0].log_tail()}")
+    raise RuntimeError(f"the share group did not settle within {deadline_s:g}s: {state}")
+
+
 def run_once(fault: str, variant: str, run: int, config: dict, log_dir) -> dict:
+    if fault == "share-lock":
+        return run_share_lock(variant, run, config, log_dir)
     schema = harness.unique(f"m6_{variant}_r{run}")
     topic = f"m6.{fault}.{variant}.r{run}.{uuid.uuid4().hex[:8]}"
     group = f"m6-{fault}-{variant}-{uuid.uuid4().hex[:8]}"
@@ -127,7 +212,8 @@ def summarise(runs: list[dict]) -> dict:
                     "fault": fault, "variant": variant, "runs": len(mine),
                     "balances_exact_runs": sum(r["balances_exact"] for r in mine),
                     "totals": {f: sum(r[f] for r in mine) for f in ("faults", "duplicates", "lost", "skipped")},
-                    "resume_s": harness.stats(r["resume_s"]["median"] for r in mine if r["resume_s"]),
+                    # share-lock has no outage to resume from: the handler itself is the fault
+                    "resume_s": harness.stats(r["resume_s"]["median"] for r in mine) if mine[0]["resume_s"] else None,
                 }
     return summary
 
@@ -137,8 +223,9 @@ def table(summary: dict) -> str:
              "----------------  -------  ----  ------  ----------  ----  -------  -----------------"]
     for s in summary.values():
         t = s["totals"]
+        resume = f"{s['resume_s']['median']:.1f}" if s["resume_s"] else "-"
         lines.append(f"{s['fault']:<16}  {s['variant']:<7}  {s['runs']:>4}  {t['faults']:>6}  {t['duplicates']:>10}  "
-                     f"{t['lost']:>4}  {t['skipped']:>7}  {s['resume_s']['median']:>17.1f}")
+                     f"{t['lost']:>4}  {t['skipped']:>7}  {resume:>17}")
     return "\n".join(lines)
 
 
@@ -147,6 +234,9 @@ def main(args) -> int:
               "faults": args.faults, "every_s": args.every_s, "outage_s": args.outage_s,
               "session_timeout_ms": args.session_timeout_ms, "max_poll_interval_ms": args.max_poll_interval_ms,
               "batch": args.batch, "seed": args.seed}
+    # share-lock's settings are in every config, so that one results file can hold every fault
+    config.update(lock_ms=args.lock_ms, overrun_s=args.overrun_s, slow_every=args.slow_every,
+                  max_poll_records=args.max_poll_records, one_record_batches=not args.producer_batching)
     results = harness.ResultsFile("measure_faults", args.out, config, args.force)
     log_dir = harness.RESULTS / "logs"
     log_dir.mkdir(parents=True, exist_ok=True)
@@ -178,6 +268,12 @@ def parse_args(argv=None):
     parser.add_argument("--session-timeout-ms", type=int, default=6000)
     parser.add_argument("--max-poll-interval-ms", type=int, default=10000)
     parser.add_argument("--batch", type=int, default=100, help="d only")
+    parser.add_argument("--lock-ms", type=int, default=3000, help="share-lock: the group's record lock")
+    parser.add_argument("--overrun-s", type=float, default=3, help="share-lock: how long a stall outlives the lock")
+    parser.add_argument("--slow-every", type=int, default=500, help="share-lock: every N-th event stalls once")
+    parser.add_argument("--max-poll-records", type=int, default=1, help="share-lock: 0 keeps librdkafka's default")
+    parser.add_argument("--producer-batching", action="store_true",
+                        help="share-lock: publish with the producer's usual batching (default: one record a batch)")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--out", default=str(harness.RESULTS / "faults.json"))
     parser.add_argument("--force", action="store_true")
@@ -186,6 +282,10 @@ def parse_args(argv=None):
         parser.error("--runs, --events, --partitions and --faults must be at least 1")
     if args.fault.startswith("partition") and args.outage_s * 1000 <= args.session_timeout_ms:
         parser.error("--outage-s must outlast the session timeout, or nobody is evicted")
+    if args.fault == "share-lock" and args.variant == "d":
+        parser.error("share-lock runs b and c: there is no batched share-group consumer")
+    if args.fault == "share-lock" and (args.lock_ms < 1000 or args.slow_every < 1 or args.overrun_s <= 0):
+        parser.error("share-lock needs --lock-ms >= 1000 (the broker's minimum), --slow-every >= 1, --overrun-s > 0")
     return args
 
 

@@ -26,7 +26,10 @@ to the values the classic runs pass to the client.
     python measure_rebalance.py --variant c --runs 5 --group-protocol consumer
 """
 import collections
+import datetime
 import json
+import re
+import statistics
 import sys
 import time
 import uuid
@@ -53,6 +56,62 @@ def set_group_timeouts(group: str, session_ms: int, heartbeat_ms: int, timeout_s
                             ("consumer.heartbeat.interval.ms", heartbeat_ms))])
     for future in admin.incremental_alter_configs([resource], request_timeout=timeout_s).values():
         future.result(timeout=timeout_s)
+
+
+APP_LINE = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) \S+ \S+ (.*)$")
+MAXPOLL_LINE = re.compile(r"^%\d\|(\d+\.\d+)\|MAXPOLL\|")
+OWNERSHIP = re.compile(r"^partitions (assigned|revoked|lost): (.*)$")
+
+
+def timeline(worker: str, lines) -> list[tuple]:
+    """(unix time, worker, what, detail) for each log line the handover analysis needs:
+    'evicted' (librdkafka's MAXPOLL line, which carries its own unix time), 'stall over',
+    and 'assigned'/'revoked'/'lost' with a frozenset of partitions."""
+    events = []
+    for line in lines:
+        if m := MAXPOLL_LINE.match(line):
+            events.append((float(m.group(1)), worker, "evicted", None))
+        elif m := APP_LINE.match(line):
+            at = datetime.datetime.strptime(m.group(1), "%Y-%m-%d %H:%M:%S,%f").timestamp()
+            text = m.group(2)
+            if owned := OWNERSHIP.match(text):
+                listed = owned.group(2)
+                parts = frozenset() if listed == "none" else frozenset(int(p) for p in listed.split(","))
+                events.append((at, worker, owned.group(1), parts))
+            elif text.startswith("stall over "):
+                events.append((at, worker, "stall over", None))
+    return events
+
+
+def handovers(logs: dict) -> list[dict]:
+    """Per eviction: how long until another worker was given one of the evicted worker's
+    partitions (handover_s, None if nobody was before the zombie got them back), and how long
+    the zombie took to finish its stalled message (zombie_s). A zombie that finishes first
+    commits, takes its partitions back, and nothing is handled twice: no duplicate to find.
+    Pure: `logs` maps a worker's name to its log lines."""
+    events = sorted(e for name, lines in logs.items() for e in timeline(name, lines))
+    owned = collections.defaultdict(frozenset)
+    found = []
+    for i, (at, worker, what, parts) in enumerate(events):
+        if what == "assigned":
+            owned[worker] |= parts
+        elif what in ("revoked", "lost"):
+            owned[worker] -= parts
+        elif what == "evicted":
+            mine = owned[worker]
+            handover = zombie = None
+            for later, other, kind, moved in events[i + 1:]:
+                if zombie is None and other == worker and kind == "stall over":
+                    zombie = round(later - at, 2)
+                if handover is None and other != worker and kind == "assigned" and moved & mine:
+                    handover = round(later - at, 2)
+                if other == worker and kind == "assigned" and moved & mine and handover is None:
+                    break  # the zombie got its partitions back before anyone else did
+                if zombie is not None and handover is not None:
+                    break
+            found.append({"worker": worker, "handover_s": handover, "zombie_s": zombie,
+                          "zombie_first": handover is None or (zombie is not None and zombie < handover)})
+    return found
 
 
 def distinct_applied(dsn: str) -> int:
@@ -98,13 +157,14 @@ def run_once(variant: str, run: int, config: dict, log_dir) -> dict:
     if variant == "d":
         args += ("--batch", config["batch"])
     started = time.monotonic()
-    workers = []
+    workers, log_paths = [], []
     try:
         events = harness.make_events(config["events"], prefix=f"r{run}", seed=config["seed"] + run)
         harness.produce_events(topic, events)
         for i in range(config["consumers"]):
             log_path = log_dir / f"rebalance-{variant}-{protocol}-r{run}-w{i + 1}.log"
             log_path.unlink(missing_ok=True)
+            log_paths.append(log_path)
             workers.append(harness.Worker(variant, topic, group, dsn, log_path, args))
         stalls = config["events"] // config["slow_every"] if config["slow_every"] else 0
         deadline = 300.0 + stalls * config["slow_seconds"] + config["events"] * config["work_ms"] / 1000
@@ -118,6 +178,7 @@ def run_once(variant: str, run: int, config: dict, log_dir) -> dict:
         counts.update(worker.counts)
         for kind, line in worker.examples.items():
             examples.setdefault(kind, line)
+    moves = handovers({path.stem: path.read_text().splitlines() for path in log_paths})
     applied = harness.effects(dsn)
     verdict = harness.check(dict(events), applied["ledger"], applied["balances"])
     harness.drop_schema(schema)
@@ -126,7 +187,13 @@ def run_once(variant: str, run: int, config: dict, log_dir) -> dict:
             "events": config["events"], "stalls": counts.get("stalls", 0), "evictions": counts.get("evictions", 0),
             **verdict, "skipped": counts.get("skipped", 0),
             "commit_failed": {k.split(":", 1)[1]: v for k, v in counts.items() if k.startswith("commit_failed:")},
+            "handover_s": [m["handover_s"] for m in moves], "zombie_first": sum(m["zombie_first"] for m in moves),
             "settle_s": settle_s, "wall_s": round(time.monotonic() - started, 1), "examples": examples}
+
+
+def median_or_none(values):
+    values = list(values)
+    return round(statistics.median(values), 2) if values else None
 
 
 def summarise(runs: list[dict]) -> dict:
@@ -140,7 +207,9 @@ def summarise(runs: list[dict]) -> dict:
             failed.update(r["commit_failed"])
         summary[variant] = {
             "runs": len(mine), "balances_exact_runs": sum(r["balances_exact"] for r in mine),
-            "totals": {f: sum(r[f] for r in mine) for f in ("evictions", "duplicates", "lost", "skipped", "stalls")},
+            "totals": {f: sum(r.get(f, 0) for r in mine)
+                       for f in ("evictions", "duplicates", "lost", "skipped", "stalls", "zombie_first")},
+            "handover_s": median_or_none(h for r in mine for h in r.get("handover_s", []) if h is not None),
             "commit_failed": dict(failed),
             **{f: harness.stats(r[f] for r in mine) for f in ("evictions", "duplicates", "lost", "skipped")},
         }
@@ -152,17 +221,18 @@ def verdict_line(r: dict) -> str:
     failed = ", ".join(f"{code} x{n}" for code, n in r["commit_failed"].items()) or "none"
     return (f"{r['variant']} ({r['group_protocol']}) run {r['run']}: {r['evictions']} evictions, "
             f"{r['duplicates']} duplicates, {r['lost']} lost, {r['skipped']} skipped, {exact}; "
-            f"failed commits: {failed}")
+            f"failed commits: {failed}; zombie finished first {r['zombie_first']} of {r['evictions']}, "
+            f"handover after {median_or_none(h for h in r['handover_s'] if h is not None)}s (median)")
 
 
 def table(summary: dict) -> str:
-    lines = ["variant  runs  evictions  duplicates  lost  skipped  failed offset commits",
-             "-------  ----  ---------  ----------  ----  -------  ---------------------"]
+    lines = ["variant  runs  evictions  duplicates  lost  skipped  zombie first  handover s  failed offset commits",
+             "-------  ----  ---------  ----------  ----  -------  ------------  ----------  ---------------------"]
     for variant, s in summary.items():
         t = s["totals"]
         failed = ", ".join(f"{code} x{n}" for code, n in s["commit_failed"].items()) or "none"
         lines.append(f"{variant:<7}  {s['runs']:>4}  {t['evictions']:>9}  {t['duplicates']:>10}  {t['lost']:>4}  "
-                     f"{t['skipped']:>7}  {failed}")
+                     f"{t['skipped']:>7}  {t['zombie_first']:>12}  {str(s['handover_s']):>10}  {failed}")
     return "\n".join(lines) + "\n(totals over all runs)"
 
 

@@ -218,8 +218,13 @@ def run_share(args, stop: threading.Event, apply, handle) -> None:
     another member. Records are acknowledged one by one (explicit mode), after the DB commit."""
     from confluent_kafka import ShareConsumer
 
-    consumer = ShareConsumer({"bootstrap.servers": BROKERS, "group.id": args.group,
-                              "share.acknowledgement.mode": "explicit"})
+    config = {"bootstrap.servers": BROKERS, "group.id": args.group,
+              # Each record is acknowledged by hand, after its transaction: none is settled unhandled.
+              "share.acknowledgement.mode": "explicit"}
+    if args.max_poll_records:
+        # Fewer records per poll; the broker may still lock a whole producer batch at once.
+        config["max.poll.records"] = args.max_poll_records
+    consumer = ShareConsumer(config)
     consumer.subscribe([args.topic])
     try:
         with psycopg.connect(DSN, autocommit=True) as conn:
@@ -320,6 +325,8 @@ def parse_args(argv=None):
     parser.add_argument("--policy", choices=("keys", "lookup", "retry", "skip"), default="keys",
                         help="ext: what to do after an expired lease")
     parser.add_argument("--lease-s", type=float, default=10.0, help="ext: how long a claim holds")
+    parser.add_argument("--max-poll-records", type=int, default=0,
+                        help="share-*: records per poll (librdkafka's max.poll.records); 0 keeps its default")
     parser.add_argument("--crash-after-call-every", type=int, default=0, metavar="N",
                         help="ext, relay: os._exit() between the call and the mark-done, once, for every N-th event")
     parser.add_argument("--crash-before-call-every", type=int, default=0, metavar="N",

@@ -5,7 +5,9 @@ import pytest
 import measure_faults
 
 CONFIG = {"events": 800, "partitions": 6, "work_ms": 10, "faults": 1, "every_s": 2, "outage_s": 8,
-          "session_timeout_ms": 3000, "max_poll_interval_ms": 5000, "batch": 50, "seed": 1}
+          "session_timeout_ms": 3000, "max_poll_interval_ms": 5000, "batch": 50, "seed": 1,
+          # share-lock: one handler (event 500) outlives a 2 s lock by 2 s
+          "lock_ms": 2000, "overrun_s": 2, "slow_every": 500, "max_poll_records": 1, "one_record_batches": True}
 
 
 @pytest.mark.parametrize("fault", measure_faults.FAULTS)
@@ -21,3 +23,9 @@ def test_without_the_inbox_a_partition_zombie_duplicates(fault, tmp_path):
     record = measure_faults.run_once(fault, "b", 1, CONFIG, tmp_path)
     assert record["duplicates"] >= 1, record
     assert record["lost"] == 0
+
+
+def test_without_the_inbox_a_lock_expiry_duplicates_its_record(tmp_path):
+    record = measure_faults.run_once("share-lock", "b", 1, CONFIG, tmp_path)
+    assert record["faults"] == 1
+    assert (record["duplicates"], record["lost"]) == (1, 0), record

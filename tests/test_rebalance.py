@@ -1,5 +1,7 @@
 """A small M2 on the real services: one handler outlives max.poll.interval.ms, is evicted,
 and still writes. Without the inbox that is one duplicate; with it, none and one skip."""
+import datetime
+
 import pytest
 
 import measure_rebalance
@@ -19,3 +21,27 @@ def test_zombie_after_eviction(variant, duplicates, skipped, tmp_path):
     else:
         assert record["skipped"] == skipped
     assert sum(record["commit_failed"].values()) >= 1  # the zombie's own commit
+
+
+def _line(clock: str, text: str) -> str:
+    return f"2026-12-01 10:00:{clock} b[1] consume {text}"
+
+
+def _maxpoll(clock: str) -> str:
+    at = datetime.datetime.strptime(f"2026-12-01 10:00:{clock}", "%Y-%m-%d %H:%M:%S,%f").timestamp()
+    return f"%4|{at:.3f}|MAXPOLL|rdkafka#consumer-2| [thrd:main]: Application maximum poll interval exceeded"
+
+
+def test_handovers_from_hand_made_logs():
+    """No Kafka: the analysis is a pure function of log lines."""
+    moved = {"w1": [_line("00,000", "partitions assigned: 0,1"), _maxpoll("10,000"),
+                    _line("12,000", "stall over r1-500, writing its effect")],
+             "w2": [_line("00,000", "partitions assigned: 2,3"), _line("10,500", "partitions assigned: 1")]}
+    assert measure_rebalance.handovers(moved) == [
+        {"worker": "w1", "handover_s": 0.5, "zombie_s": 2.0, "zombie_first": False}]
+    back = {"w1": [_line("00,000", "partitions assigned: 0,1"), _maxpoll("10,000"),
+                   _line("12,000", "stall over r1-500, writing its effect"),
+                   _line("12,100", "partitions lost: 0,1"), _line("12,200", "partitions assigned: 0,1")],
+            "w2": [_line("00,000", "partitions assigned: 2,3"), _line("30,000", "partitions assigned: 0")]}
+    assert measure_rebalance.handovers(back) == [
+        {"worker": "w1", "handover_s": None, "zombie_s": 2.0, "zombie_first": True}]
