@@ -130,33 +130,42 @@ def batch_section() -> str:
             f"interleaved. From `results/throughput-batch.json`: {provenance(sweep)}.\n")
 
 
+REBALANCE_SETS = [(f"rebalance-{v}-{p}.json", p) for v in ("b", "c", "d") for p in ("classic", "consumer")] + [
+    (f"rebalance-{v}-consumer-stall20.json", "consumer") for v in ("b", "c")]
+
+
 def rebalance_section() -> str:
     post = load("post-figures.json")["rebalance"]
-    rows = ["| Variant | Group protocol | Runs | Evictions | Duplicates | Lost | Skipped duplicates "
-            "| Failed offset commits | Exact balances |", "|---|---|---:|---:|---:|---:|---:|---|---:|"]
+    rows = ["| Variant | Group protocol | Stall (s) | Runs | Evictions | Duplicates | Lost | Skipped duplicates "
+            "| Zombie finished before the handover | Handover after eviction (s, median) | Failed offset commits "
+            "| Exact balances |", "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|"]
     found = None
-    for variant in ("b", "c", "d"):
-        for protocol in ("classic", "consumer"):
-            doc = load(f"rebalance-{variant}-{protocol}.json")
-            if not doc or variant not in doc["summary"]:
-                continue
-            found = doc
-            s = doc["summary"][variant]
+    for name, protocol in REBALANCE_SETS:
+        doc = load(name)
+        if not doc:
+            continue
+        found = found or doc
+        for variant, s in doc["summary"].items():
             t = s["totals"]
             failed = ", ".join(f"{code} ×{n}" for code, n in s["commit_failed"].items()) or "none"
-            rows.append(f"| {VARIANT_NAMES[variant]} | {protocol} | {s['runs']} | {t['evictions']} "
-                        f"| {t['duplicates']} | {t['lost']} | {t['skipped']} | {failed} "
-                        f"| {s['balances_exact_runs']} of {s['runs']} |")
+            handover = s.get("handover_s")
+            rows.append(f"| {VARIANT_NAMES[variant]} | {protocol} | {doc['config']['slow_seconds']:g} | {s['runs']} "
+                        f"| {t['evictions']} | {t['duplicates']} | {t['lost']} | {t['skipped']} "
+                        f"| {t.get('zombie_first', '–')} | {'–' if handover is None else f'{handover:.1f}'} "
+                        f"| {failed} | {s['balances_exact_runs']} of {s['runs']} |")
     for variant, p in post["variants"].items():
-        rows.append(f"| post: {VARIANT_NAMES[variant]} | classic | {post['config']['runs']} | {p['evictions']} "
-                    f"| {p['duplicates']} | – | {p['skipped']} | {post['commit_failed']} | – |")
+        rows.append(f"| post: {VARIANT_NAMES[variant]} | classic | {post['config'].get('slow_seconds', 12):g} "
+                    f"| {post['config']['runs']} | {p['evictions']} | {p['duplicates']} | – | {p['skipped']} | – | – "
+                    f"| {post['commit_failed']} | – |")
     if found is None:
         return "\n".join(rows) + "\n\n_No M2 results yet: run `python measure_rebalance.py`._\n"
     c = found["config"]
     return ("\n".join(rows) + f"\n\nTotals over all runs. Each run: {c['events']:,} credits, {c['consumers']} "
-            f"consumers, every {c['slow_every']}th event stalls {c['slow_seconds']:g} s the first time it is handled, "
-            f"max.poll.interval.ms {c['max_poll_interval_ms']}, session timeout {c['session_timeout_ms']} ms. From "
-            f"`results/rebalance-*.json`: {provenance(found)}.\n")
+            f"consumers, every {c['slow_every']}th event stalls (the Stall column) the first time it is handled, "
+            f"max.poll.interval.ms {c['max_poll_interval_ms']}, session timeout {c['session_timeout_ms']} ms, "
+            f"heartbeat a third of it (under `consumer`, both set on the group at the broker). Handover: from "
+            f"librdkafka's MAXPOLL line to another worker's first assignment of one of the evicted worker's "
+            f"partitions, read from the workers' logs. From `results/rebalance-*.json`: {provenance(found)}.\n")
 
 
 LAYOUT_NAMES = {
@@ -249,17 +258,29 @@ def faults_section() -> str:
         return "_No M6 results yet: run `python measure_faults.py --fault FAULT --variant VARIANT --runs 5`._\n"
     rows = ["| Fault | Variant | Runs | Faults | Duplicates | Lost | Skipped duplicates | Resume after the fault (s) "
             "| Exact balances |", "|---|---|---:|---:|---:|---:|---:|---:|---:|"]
-    for s in faults["summary"].values():
-        t = s["totals"]
-        rows.append(f"| {s['fault']} | {VARIANT_NAMES[s['variant']]} | {s['runs']} | {t['faults']} | {t['duplicates']} "
-                    f"| {t['lost']} | {t['skipped']} | {spread(s['resume_s'], 2)} "
-                    f"| {s['balances_exact_runs']} of {s['runs']} |")
+    batched = load("faults-share-batched.json")
+    sets = [(faults, "")] + ([(batched, ", producer batching")] if batched else [])
+    for doc, note in sets:
+        for s in doc["summary"].values():
+            t = s["totals"]
+            resume = spread(s["resume_s"], 2) if s.get("resume_s") else "–"
+            rows.append(f"| {s['fault']}{note} | {VARIANT_NAMES[s['variant']]} | {s['runs']} | {t['faults']} "
+                        f"| {t['duplicates']} | {t['lost']} | {t['skipped']} | {resume} "
+                        f"| {s['balances_exact_runs']} of {s['runs']} |")
     c = faults["config"]
-    return ("\n".join(rows) + f"\n\nTotals over all runs; resume is the median (min–max) over runs of each run's "
+    text = ("\n".join(rows) + f"\n\nTotals over all runs; resume is the median (min–max) over runs of each run's "
             f"median time from the end of a fault to the next credit. Each run: {c['events']:,} credits, {c['faults']} "
             f"faults {c['every_s']:g} s apart, partitions cut for {c['outage_s']:g} s, session timeout "
-            f"{c['session_timeout_ms']} ms, max.poll.interval.ms {c['max_poll_interval_ms']}. From "
-            f"`results/faults.json`: {provenance(faults)}.\n")
+            f"{c['session_timeout_ms']} ms, max.poll.interval.ms {c['max_poll_interval_ms']}.")
+    if "lock_ms" in c:
+        text += (f" share-lock: two members of a share group with a {c['lock_ms']} ms record lock; every "
+                 f"{c['slow_every']}th event's first handling outlives it by {c['overrun_s']:g} s (Faults counts those "
+                 "expiries); records published one per producer batch and polled one at a time.")
+    if batched:
+        b = batched["config"]
+        text += (f" The `producer batching` row (`results/faults-share-batched.json`): the same with the producer's "
+                 f"usual batches, librdkafka's default poll size, a {b['lock_ms']} ms lock and no handler sleep.")
+    return text + f" From `results/faults.json`: {provenance(faults)}.\n"
 
 
 SECTIONS = {"kill": kill_section, "throughput": throughput_section, "ratios": ratio_section,
