@@ -40,12 +40,21 @@ tour: up
 measure: up
 	$(PY) measure_kill.py --variant all --runs 5 --kills 20 --events 10000
 	$(PY) measure_kill.py --variant d --runs 5 --kills 20 --events 10000
+	$(PY) measure_kill.py --variant d --batch 50 --runs 5 --kills 20 --events 10000 --out results/kill-d-batch50.json
 	$(PY) measure_throughput.py --variants raw,a1,a2,b,c,d --runs 5 --events 100000
-	$(PY) measure_throughput.py --sweep-batch 1,10,100,500,1000 --runs 5 --events 100000
+	$(PY) measure_throughput.py --sweep-batch 1,10,100,500,1000 --runs 5 --events 50000
+	$(PY) profile_d.py --out results/profile-d.txt
 	for v in b c d; do for p in classic consumer; do \
 	  $(PY) measure_rebalance.py --variant $$v --group-protocol $$p --runs 5 || exit 1; done; done
+	for v in b c; do $(PY) measure_rebalance.py --variant $$v --group-protocol consumer --slow-seconds 20 \
+	  --runs 5 --out results/rebalance-$$v-consumer-stall20.json || exit 1; done
 	$(PY) measure_storage.py --runs 5 --rows 1000000
 	$(PY) measure_external.py --policy all --runs 5 --kills 20 --events 2000
+	for f in pg-restart broker-restart partition-broker partition-db; do for v in b c d; do \
+	  $(PY) measure_faults.py --fault $$f --variant $$v --runs 5 || exit 1; done; done
+	for v in b c; do $(PY) measure_faults.py --fault share-lock --variant $$v --runs 5 || exit 1; done
+	$(PY) measure_faults.py --fault share-lock --variant b --runs 5 --producer-batching --max-poll-records 0 \
+	  --work-ms 0 --lock-ms 5000 --out results/faults-share-batched.json
 	$(PY) report.py
 
 report: setup

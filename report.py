@@ -50,19 +50,25 @@ def kill_section() -> str:
         return "_No M1 results yet: run `make measure`._\n"
     rates = (throughput or {}).get("summary", {}).get("variants", {})
     summaries = dict(kill["summary"])
-    batched = load("kill-d.json")
-    if batched and "d" in batched["summary"]:
-        summaries["d"] = batched["summary"]["d"]
+    batched = {name: doc for name in ("kill-d.json", "kill-d-batch50.json")
+               if (doc := load(name)) and "d" in doc["summary"]}
+    for doc in batched.values():
+        summaries[f"d@{doc['config']['batch']}"] = doc["summary"]["d"]
     c = kill["config"]
     rows = ["| Variant | Runs | Duplicates per run | Lost per run | Exact balances | Throughput, no kills (msgs/s) "
             "| Post: duplicates | Post: lost | Post: msgs/s |",
             "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for variant, s in summaries.items():
         p = post["kill"]["variants"].get(variant)
-        rate = spread(rates[variant]["msgs_per_s"], 1) if variant in rates else "not measured yet"
+        rate = spread(rates[variant]["msgs_per_s"], 1) if variant in rates else "–"
+        if variant.startswith("d@"):
+            name = f"{VARIANT_NAMES['d']}, {variant[2:]} messages"
+            rate = spread(rates["d"]["msgs_per_s"], 1) + " (500 a batch)" if "d" in rates else "–"
+        else:
+            name = VARIANT_NAMES[variant]
         post_rate = post["throughput"]["variants"].get(variant, {}).get("msgs_per_s", "–")
         post_cells = f"{spread(p['duplicates'])} | {spread(p['lost'])}" if p else "not in the post | –"
-        rows.append(f"| {VARIANT_NAMES[variant]} | {s['runs']} | {spread(s['duplicates'])} | {spread(s['lost'])} "
+        rows.append(f"| {name} | {s['runs']} | {spread(s['duplicates'])} | {spread(s['lost'])} "
                     f"| {s['balances_exact_runs']} of {s['runs']} | {rate} | {post_cells} | {post_rate} |")
     kills = max(sum(r["kills"] for r in kill["runs"] if r["variant"] == v) for v in kill["summary"])
     legend = (f"\nMedian (min–max) per run of {c['runs']} planned per variant; each run {c['events']:,} credits on "
@@ -70,9 +76,12 @@ def kill_section() -> str:
               f"worker's first side effect, handler sleep {c['work_ms']:g} ms, session.timeout.ms "
               f"{c['session_timeout_ms']}, seed {c['seed']} (up to {kills} kills per variant). "
               f"From `results/kill.json`: {provenance(kill)}.")
-    if batched:
-        legend += (f" Row d from `results/kill-d.json`: the same parameters, {batched['config']['batch']} messages "
-                   "per transaction.")
+    for name, doc in batched.items():
+        d_kills = sum(r["kills"] for r in doc["runs"])
+        legend += (f" Row d, {doc['config']['batch']} messages, from `results/{name}`: the same parameters, "
+                   f"{doc['config']['batch']} messages per transaction, {d_kills} kills over its runs "
+                   "(a life's kill clock starts at its first committed batch, so with large batches each life "
+                   "reads more, and the events can run out before the 20th kill).")
     if throughput:
         t = throughput["config"]
         legend += (f" Throughput from `results/throughput.json`: {t['runs']} runs of {t['events']:,} messages per "
