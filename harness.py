@@ -8,6 +8,8 @@ Kafka or Postgres anything, so it is unit-tested on hand-made data.
 Assumptions: the services named in settings.py are up (`make up`).
 """
 import collections
+import contextlib
+import dataclasses
 import json
 import os
 import platform
@@ -91,6 +93,57 @@ def delete_topics(*names: str, timeout_s: float = 30.0) -> None:
     doomed = [n for n in names if n in existing]
     for future in admin.delete_topics(doomed, operation_timeout=timeout_s).values() if doomed else ():
         future.result(timeout=timeout_s)
+
+
+@dataclasses.dataclass(frozen=True)
+class RunSpace:
+    """What one run owns: its schema (and the DSN that puts it first), its topic and its group."""
+    schema: str
+    dsn: str
+    topic: str
+    group: str
+
+
+@contextlib.contextmanager
+def run_space(experiment: str, name: str, partitions: int, stalls: bool = False, keep: bool = False):
+    """A fresh schema, topic and group for one run, with uuid suffixes, so that whatever a
+    hard kill leaves behind cannot meet a later run; dropped on the way out unless `keep`.
+    `stalls` adds the table the --slow-every handlers claim their first handling in, made
+    here so that the workers never race to create it."""
+    suffix = uuid.uuid4().hex[:8]
+    schema = unique(f"{experiment}_{name}".replace("-", "_").replace(".", "_"))
+    space = RunSpace(schema, create_schema(schema), f"{experiment}.{name}.{suffix}", f"{experiment}-{name}-{suffix}")
+    try:
+        if stalls:
+            with psycopg.connect(space.dsn, autocommit=True) as conn:
+                conn.execute("CREATE TABLE stalls (event_id text PRIMARY KEY)")
+        create_topic(space.topic, partitions)
+        yield space
+    finally:
+        if not keep:
+            drop_schema(schema)
+            delete_topics(space.topic, space.topic + ".dlq")
+
+
+def tally(workers) -> tuple[collections.Counter, dict]:
+    """The workers' counted log lines, added up, and the first example line of each kind."""
+    counts, examples = collections.Counter(), {}
+    for worker in workers:
+        counts.update(worker.counts)
+        for kind, line in worker.examples.items():
+            examples.setdefault(kind, line)
+    return counts, examples
+
+
+def failures(counts: collections.Counter, kind: str = "commit_failed") -> dict:
+    """{error code: how many} for a counted kind with a code, e.g. commit_failed:UNKNOWN_MEMBER_ID."""
+    return {key.split(":", 1)[1]: n for key, n in counts.items() if key.startswith(f"{kind}:")}
+
+
+def verdict_of(events: list[tuple[str, dict]], dsn: str) -> dict:
+    """The checker on this run's published events and its ledger and balances."""
+    applied = effects(dsn)
+    return check(dict(events), applied["ledger"], applied["balances"])
 
 
 # --- workload ------------------------------------------------------------------
@@ -265,6 +318,35 @@ class Worker:
     def log_tail(self) -> str:
         with self._lock:
             return "\n".join(self.tail)
+
+
+def distinct_applied(dsn: str) -> int:
+    with psycopg.connect(dsn) as conn:
+        return conn.execute("SELECT count(DISTINCT event_id) FROM ledger").fetchone()[0]
+
+
+def settle(workers: list[Worker], dsn: str, events: int, deadline_s: float, group: str | None = None,
+           topic: str | None = None, still_s: float = 4.0) -> float:
+    """The recovery phase for workers that run on: wait until every event is applied, no
+    handler is mid-stall, the group's lag is 0 (a share group, given no group, has none to
+    read) and the ledger has been still for `still_s`, so that a zombie's late write lands
+    inside the window. Returns the seconds it took; RuntimeError with the state at the deadline."""
+    started = time.monotonic()
+    last_rows, still_since, state = -1, started, ""
+    while time.monotonic() - started < deadline_s:
+        time.sleep(0.5)
+        rows, applied = ledger_count(dsn), distinct_applied(dsn)
+        behind = lag(group, topic) if group else 0
+        stalled = sum(w.counts.get("stalls", 0) - w.counts.get("stalls_over", 0) for w in workers)
+        if rows != last_rows:
+            last_rows, still_since = rows, time.monotonic()
+        state = f"{applied} of {events} events applied, lag {behind}, {stalled} handlers stalled, ledger rows {rows}"
+        if applied >= events and behind == 0 and stalled == 0 and time.monotonic() - still_since >= still_s:
+            return round(time.monotonic() - started, 1)
+        dead = [w for w in workers if w.proc.poll() is not None]
+        if dead:
+            raise RuntimeError(f"a worker exited ({dead[0].proc.returncode}) mid-run:\n{dead[0].log_tail()}")
+    raise RuntimeError(f"the run did not settle within {deadline_s:g}s: {state}")
 
 
 def recover(variant: str, topic: str, group: str, dsn: str, deadline_s: float, log_path: Path | None = None,

@@ -22,7 +22,6 @@ Assumptions: the stack is up and nothing else measures on it.
 import json
 import sys
 import time
-import uuid
 
 import psycopg
 
@@ -70,77 +69,71 @@ def wait_for_effect_or_exit(worker: harness.Worker, group: str, topic: str, time
 
 def run_once(policy: str, run: int, config: dict, log_dir, keep: bool) -> dict:
     mode, variant, worker_policy = POLICIES[policy]
-    schema = harness.unique(f"m5_{policy}_r{run}")
-    topic = f"m5.{policy}.r{run}.{uuid.uuid4().hex[:8]}"
-    group = f"m5-{policy}-{uuid.uuid4().hex[:8]}"
-    dsn = harness.create_schema(schema)
-    harness.create_topic(topic, config["partitions"])
     log_path = log_dir / f"external-{policy}-r{run}.log"
     log_path.unlink(missing_ok=True)
     started = time.monotonic()
-    running = provider.Running(mode, dsn)
     session = ("--session-timeout-ms", config["session_timeout_ms"],
                "--heartbeat-interval-ms", config["session_timeout_ms"] // 3)
-    common = ("--provider-url", running.url, "--policy", worker_policy, "--lease-s", config["lease_s"],
-              "--work-ms", config["work_ms"], *session)
     crashy = ("--crash-after-call-every", config["crash_every"])
     if variant == "ext":
         crashy += ("--crash-before-call-every", config["crash_before_every"])
-    relay = None
+    events = harness.make_events(config["events"], prefix=f"r{run}", seed=config["seed"] + run)
+    with harness.run_space("m5", f"{policy}-r{run}", config["partitions"], keep=keep) as space:
+        topic, group, dsn = space.topic, space.group, space.dsn
+        running = provider.Running(mode, dsn)
+        common = ("--provider-url", running.url, "--policy", worker_policy, "--lease-s", config["lease_s"],
+                  "--work-ms", config["work_ms"], *session)
+        relay = None
 
-    def start_relay(args):
-        return harness.Worker("relay", topic, group, dsn, log_path, ("--provider-url", running.url, *args))
+        def start_relay(args):
+            return harness.Worker("relay", topic, group, dsn, log_path, ("--provider-url", running.url, *args))
 
-    try:
-        events = harness.make_events(config["events"], prefix=f"r{run}", seed=config["seed"] + run)
-        harness.produce_events(topic, events)
-        if variant == "outbox":
-            relay = start_relay(crashy)
-        kill_log = []
-        for k, life in enumerate(kill_schedule(config["seed"] + run, config["kills"], config["life"]), 1):
-            worker = harness.Worker(variant, topic, group, dsn, log_path, (*common, *crashy))
-            outcome = wait_for_effect_or_exit(worker, group, topic, 120)
-            if outcome == "idle" and pending(dsn) == 0:
-                worker.kill()
-                break
-            # The kill schedule; the worker (or, once the topic is read, the relay) may crash itself meanwhile.
-            time.sleep(life)
-            crashed_itself = {3: "after call", 4: "before call"}.get(worker.proc.poll())
-            worker.kill()
-            if relay is not None:  # the relay dies with the consumer, and comes back with it
-                relay.kill()
+        try:
+            harness.produce_events(topic, events)
+            if variant == "outbox":
                 relay = start_relay(crashy)
-            kill_log.append({"kill": k, "life_s": life, "crashed_itself": crashed_itself,
-                             "charges": len(charges(dsn)), "counts": dict(worker.counts)})
-            progress(f"{policy} run {run}: kill {k} of {config['kills']}, charges {kill_log[-1]['charges']}")
-        if relay is not None:
-            relay.kill()
-            relay = start_relay(())
-        final = harness.Worker(variant, topic, group, dsn, log_path, common)
-        last, still_since, deadline = -1, time.monotonic(), time.monotonic() + 300
-        while time.monotonic() < deadline:
-            time.sleep(0.5)
-            count = len(charges(dsn))
-            if count != last:
-                last, still_since = count, time.monotonic()
-            if harness.lag(group, topic) == 0 and pending(dsn) == 0 and time.monotonic() - still_since > 3:
-                break
-        else:
-            raise RuntimeError(f"{policy} run {run} did not settle: lag {harness.lag(group, topic)}, "
-                               f"pending {pending(dsn)}\n{final.log_tail()}")
-        final.stop()
-        rows = charges(dsn)
-        balances = {}
-        for _, account, amount in rows:
-            balances[account] = balances.get(account, 0) + amount
-        verdict = harness.check(dict(events), rows, balances)
-    finally:
-        if relay is not None:
-            relay.stop()
-        running.stop()
-        if not keep:
-            harness.drop_schema(schema)
-            harness.delete_topics(topic, topic + ".dlq")
+            kill_log = []
+            for k, life in enumerate(kill_schedule(config["seed"] + run, config["kills"], config["life"]), 1):
+                worker = harness.Worker(variant, topic, group, dsn, log_path, (*common, *crashy))
+                outcome = wait_for_effect_or_exit(worker, group, topic, 120)
+                if outcome == "idle" and pending(dsn) == 0:
+                    worker.kill()
+                    break
+                # The kill schedule; the worker (or, once the topic is read, the relay) may crash itself meanwhile.
+                time.sleep(life)
+                crashed_itself = {3: "after call", 4: "before call"}.get(worker.proc.poll())
+                worker.kill()
+                if relay is not None:  # the relay dies with the consumer, and comes back with it
+                    relay.kill()
+                    relay = start_relay(crashy)
+                kill_log.append({"kill": k, "life_s": life, "crashed_itself": crashed_itself,
+                                 "charges": len(charges(dsn)), "counts": dict(worker.counts)})
+                progress(f"{policy} run {run}: kill {k} of {config['kills']}, charges {kill_log[-1]['charges']}")
+            if relay is not None:
+                relay.kill()
+                relay = start_relay(())
+            final = harness.Worker(variant, topic, group, dsn, log_path, common)
+            last, still_since, deadline = -1, time.monotonic(), time.monotonic() + 300
+            while time.monotonic() < deadline:
+                time.sleep(0.5)
+                count = len(charges(dsn))
+                if count != last:
+                    last, still_since = count, time.monotonic()
+                if harness.lag(group, topic) == 0 and pending(dsn) == 0 and time.monotonic() - still_since > 3:
+                    break
+            else:
+                raise RuntimeError(f"{policy} run {run} did not settle: lag {harness.lag(group, topic)}, "
+                                   f"pending {pending(dsn)}\n{final.log_tail()}")
+            final.stop()
+            rows = charges(dsn)
+            balances = {}
+            for _, account, amount in rows:
+                balances[account] = balances.get(account, 0) + amount
+            verdict = harness.check(dict(events), rows, balances)
+        finally:
+            if relay is not None:
+                relay.stop()
+            running.stop()
     return {"variant": policy, "run": run, "provider_mode": mode, "seed": config["seed"] + run,
             "events": config["events"], "kills": len(kill_log),
             "crashed_after_call": sum(k["crashed_itself"] == "after call" for k in kill_log),

@@ -31,13 +31,11 @@ through it; root, for the namespaces; nothing else measures meanwhile.
 
     python measure_faults.py --fault pg-restart --variant c --runs 5
 """
-import collections
 import json
 import sys
 import time
 import uuid
 
-import psycopg
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
 
 import cli
@@ -45,7 +43,6 @@ import harness
 import netlab
 import stack
 from measure_kill import progress
-from measure_rebalance import distinct_applied, settle
 from settings import BROKERS
 
 FAULTS = ("pg-restart", "broker-restart", "partition-broker", "partition-db", "share-lock")
@@ -65,14 +62,6 @@ def set_share_group(group: str, lock_ms: int, timeout_s: float = 30.0) -> None:
 
 def run_share_lock(variant: str, run: int, config: dict, log_dir) -> dict:
     """share-lock: the fault is the handler itself, outliving the broker's record lock."""
-    schema = harness.unique(f"m6_share_{variant}_r{run}")
-    topic = f"m6.share-lock.{variant}.r{run}.{uuid.uuid4().hex[:8]}"
-    group = f"m6-share-lock-{variant}-{uuid.uuid4().hex[:8]}"
-    dsn = harness.create_schema(schema)
-    with psycopg.connect(dsn, autocommit=True) as conn:  # made here, so the members never race to create it
-        conn.execute("CREATE TABLE stalls (event_id text PRIMARY KEY)")
-    harness.create_topic(topic, config["partitions"])
-    set_share_group(group, config["lock_ms"])
     slow_s = config["lock_ms"] / 1000 + config["overrun_s"]
     args = ("--work-ms", config["work_ms"], "--slow-every", config["slow_every"], "--slow-seconds", slow_s,
             "--max-poll-records", config.get("max_poll_records", 0))
@@ -80,61 +69,51 @@ def run_share_lock(variant: str, run: int, config: dict, log_dir) -> dict:
     # A share group locks what it acquires, and it acquires whole producer batches: with
     # one record per batch (and per poll) an expiry hands over one record, not a batch of them.
     single = {"linger.ms": 0, "batch.num.messages": 1, "max.in.flight.requests.per.connection": 1}
-    harness.produce_events(topic, events, **(single if config.get("one_record_batches") else {}))
     started = time.monotonic()
-    workers = []
-    try:
-        for i in range(2):
-            log_path = log_dir / f"faults-share-lock-{variant}-r{run}-w{i + 1}.log"
-            log_path.unlink(missing_ok=True)
-            workers.append(harness.Worker(f"share-{variant}", topic, group, dsn, log_path, args))
-        stalls = config["events"] // config["slow_every"]
-        settle_s = settle_share(workers, dsn, config["events"], 300.0 + stalls * slow_s)
-    finally:
-        for worker in workers:
-            worker.stop()
-    counts = collections.Counter()
-    for worker in workers:
-        counts.update(worker.counts)
-    applied = harness.effects(dsn)
-    verdict = harness.check(dict(events), applied["ledger"], applied["balances"])
-    harness.drop_schema(schema)
-    harness.delete_topics(topic)
+    with harness.run_space("m6", f"share-lock-{variant}-r{run}", config["partitions"], stalls=True) as space:
+        set_share_group(space.group, config["lock_ms"])
+        harness.produce_events(space.topic, events, **(single if config.get("one_record_batches") else {}))
+        workers = []
+        try:
+            for i in range(2):
+                log_path = log_dir / f"faults-share-lock-{variant}-r{run}-w{i + 1}.log"
+                log_path.unlink(missing_ok=True)
+                workers.append(harness.Worker(f"share-{variant}", space.topic, space.group, space.dsn, log_path,
+                                              args))
+            stalls = config["events"] // config["slow_every"]
+            settle_s = harness.settle(workers, space.dsn, config["events"], 300.0 + stalls * slow_s)
+        finally:
+            for worker in workers:
+                worker.stop()
+        counts, _ = harness.tally(workers)
+        verdict = harness.verdict_of(events, space.dsn)
     return {"variant": variant, "fault": "share-lock", "run": run, "events": config["events"],
             "faults": counts.get("stalls", 0), **verdict, "skipped": counts.get("skipped", 0), "evictions": 0,
-            "commit_failed": {k.split(":", 1)[1]: v for k, v in counts.items() if k.startswith("ack_failed:")},
-            "resume_s": None, "settle_s": settle_s,
+            "commit_failed": harness.failures(counts, "ack_failed"), "resume_s": None, "settle_s": settle_s,
             "wall_s": round(time.monotonic() - started, 1), "fault_log": []}
 
 
-def settle_share(workers: list[harness.Worker], dsn: str, events: int, deadline_s: float, still_s: float = 4.0):
-    """A share group has no lag to read: wait until every event is applied, every stall has
-    ended and the ledger has been still for `still_s` (a late write lands inside that window)."""
-    started = time.monotonic()
-    last_rows, still_since, state = -1, started, ""
-    while time.monotonic() - started < deadline_s:
-        time.sleep(0.5)
-        rows, applied = harness.ledger_count(dsn), distinct_applied(dsn)
-        if rows != last_rows:
-            last_rows, still_since = rows, time.monotonic()
-        stalled = sum(w.counts.get("stalls", 0) - w.counts.get("stalls_over", 0) for w in workers)
-        state = f"{applied} of {events} events applied, {stalled} handlers stalled, ledger rows {rows}"
-        if applied >= events and stalled == 0 and time.monotonic() - still_since >= still_s:
-            return round(time.monotonic() - started, 1)
-        dead = [w for w in workers if w.proc.poll() is not None]
-        if dead:
-            raise RuntimeError(f"a member exited ({dead[0].proc.returncode}) mid-run:\n{dead[0].log_tail()}")
-    raise RuntimeError(f"the share group did not settle within {deadline_s:g}s: {state}")
+def inject(fault: str, config: dict, ns, kafka_port: int, pg_port: int) -> float:
+    """One fault, bounded in time and healed before it returns; how long the service was out."""
+    hit = time.monotonic()
+    if fault == "pg-restart":
+        return stack.postgres_restart_immediate()
+    if fault == "broker-restart":
+        stack.kafka_kill()
+        stack.kafka_up()
+        return time.monotonic() - hit
+    port = kafka_port if fault == "partition-broker" else pg_port
+    ns.bridge.cut(port)
+    try:
+        time.sleep(config["outage_s"])
+    finally:
+        ns.bridge.heal(port)
+    return config["outage_s"]
 
 
 def run_once(fault: str, variant: str, run: int, config: dict, log_dir) -> dict:
     if fault == "share-lock":
         return run_share_lock(variant, run, config, log_dir)
-    schema = harness.unique(f"m6_{variant}_r{run}")
-    topic = f"m6.{fault}.{variant}.r{run}.{uuid.uuid4().hex[:8]}"
-    group = f"m6-{fault}-{variant}-{uuid.uuid4().hex[:8]}"
-    dsn = harness.create_schema(schema)
-    harness.create_topic(topic, config["partitions"])
     args = ("--work-ms", config["work_ms"], "--session-timeout-ms", config["session_timeout_ms"],
             "--heartbeat-interval-ms", config["session_timeout_ms"] // 3,
             "--max-poll-interval-ms", config["max_poll_interval_ms"])
@@ -143,61 +122,44 @@ def run_once(fault: str, variant: str, run: int, config: dict, log_dir) -> dict:
     log_path = log_dir / f"faults-{fault}-{variant}-r{run}.log"
     log_path.unlink(missing_ok=True)
     events = harness.make_events(config["events"], prefix=f"r{run}", seed=config["seed"] + run)
-    harness.produce_events(topic, events)
     started = time.monotonic()
-    workers, ns, fault_log = [], None, []
     _, kafka_port = stack.kafka_address()
     pg_port = stack.postgres_params()["port"]
-    try:
-        if fault.startswith("partition"):
-            ns = netlab.Namespace(f"lab-{uuid.uuid4().hex[:6]}", [kafka_port, pg_port])
-            workers.append(harness.Worker(variant, topic, group, dsn, log_path, args, prefix=ns.prefix))
-        workers.append(harness.Worker(variant, topic, group, dsn, log_path, args))
-        for worker in workers:
-            if not worker.wait_first_effect(120):
-                raise RuntimeError(f"a worker applied nothing:\n{worker.log_tail()}")
-        for k in range(1, config["faults"] + 1):
-            time.sleep(config["every_s"])  # the schedule: faults land wherever the consumers are
-            hit = time.monotonic()
-            if fault == "pg-restart":
-                outage = stack.postgres_restart_immediate()
-            elif fault == "broker-restart":
-                stack.kafka_kill()
-                stack.kafka_up()
-                outage = time.monotonic() - hit
-            else:
-                port = kafka_port if fault == "partition-broker" else pg_port
-                ns.bridge.cut(port)
-                try:
-                    time.sleep(config["outage_s"])
-                finally:
-                    ns.bridge.heal(port)
-                outage = config["outage_s"]
-            healed, rows_before = time.monotonic(), harness.ledger_count(dsn)
-            harness.wait_until(lambda before=rows_before: harness.ledger_count(dsn) > before or
-                               distinct_applied(dsn) >= config["events"], 300, f"a credit after {fault} {k}",
-                               interval_s=0.1)
-            # resume_s: from the end of the outage (healed, or the service back) to the next credit
-            fault_log.append({"fault": k, "outage_s": round(outage, 2),
-                              "resume_s": round(time.monotonic() - healed, 2)})
-            progress(f"{fault} {variant} run {run}: fault {k} of {config['faults']}, "
-                     f"ledger rows {harness.ledger_count(dsn)}")
-        settle_s = settle(workers, dsn, group, topic, config["events"], 600.0)
-    finally:
-        for worker in workers:
-            worker.stop()
-        if ns is not None:
-            ns.close()
-    counts = collections.Counter()
-    for worker in workers:
-        counts.update(worker.counts)
-    applied = harness.effects(dsn)
-    verdict = harness.check(dict(events), applied["ledger"], applied["balances"])
-    harness.drop_schema(schema)
-    harness.delete_topics(topic, topic + ".dlq")
+    with harness.run_space("m6", f"{fault}-{variant}-r{run}", config["partitions"]) as space:
+        harness.produce_events(space.topic, events)
+        workers, ns, fault_log = [], None, []
+        try:
+            if fault.startswith("partition"):
+                ns = netlab.Namespace(f"lab-{uuid.uuid4().hex[:6]}", [kafka_port, pg_port])
+                workers.append(harness.Worker(variant, space.topic, space.group, space.dsn, log_path, args,
+                                              prefix=ns.prefix))
+            workers.append(harness.Worker(variant, space.topic, space.group, space.dsn, log_path, args))
+            for worker in workers:
+                if not worker.wait_first_effect(120):
+                    raise RuntimeError(f"a worker applied nothing:\n{worker.log_tail()}")
+            for k in range(1, config["faults"] + 1):
+                time.sleep(config["every_s"])  # the schedule: faults land wherever the consumers are
+                outage = inject(fault, config, ns, kafka_port, pg_port)
+                healed, rows_before = time.monotonic(), harness.ledger_count(space.dsn)
+                harness.wait_until(lambda before=rows_before: harness.ledger_count(space.dsn) > before or
+                                   harness.distinct_applied(space.dsn) >= config["events"], 300,
+                                   f"a credit after {fault} {k}", interval_s=0.1)
+                # resume_s: from the end of the outage (healed, or the service back) to the next credit
+                fault_log.append({"fault": k, "outage_s": round(outage, 2),
+                                  "resume_s": round(time.monotonic() - healed, 2)})
+                progress(f"{fault} {variant} run {run}: fault {k} of {config['faults']}, "
+                         f"ledger rows {harness.ledger_count(space.dsn)}")
+            settle_s = harness.settle(workers, space.dsn, config["events"], 600.0, space.group, space.topic)
+        finally:
+            for worker in workers:
+                worker.stop()
+            if ns is not None:
+                ns.close()
+        counts, _ = harness.tally(workers)
+        verdict = harness.verdict_of(events, space.dsn)
     return {"variant": variant, "fault": fault, "run": run, "events": config["events"], "faults": len(fault_log),
             **verdict, "skipped": counts.get("skipped", 0), "evictions": counts.get("evictions", 0),
-            "commit_failed": {k.split(":", 1)[1]: v for k, v in counts.items() if k.startswith("commit_failed:")},
+            "commit_failed": harness.failures(counts),
             "resume_s": harness.stats(f["resume_s"] for f in fault_log) if fault_log else None,
             "settle_s": settle_s, "wall_s": round(time.monotonic() - started, 1), "fault_log": fault_log}
 

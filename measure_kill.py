@@ -24,7 +24,6 @@ import json
 import random
 import sys
 import time
-import uuid
 from pathlib import Path
 
 import cli
@@ -59,11 +58,6 @@ def wait_for_work(worker: harness.Worker, group: str, topic: str) -> bool:
 
 
 def run_once(variant: str, run: int, config: dict, log_dir: Path, keep: bool) -> dict:
-    schema = harness.unique(f"m1_{variant}_r{run}")
-    topic = f"m1.{variant}.r{run}.{uuid.uuid4().hex[:8]}"
-    group = f"m1-{variant}-{uuid.uuid4().hex[:8]}"
-    dsn = harness.create_schema(schema)
-    harness.create_topic(topic, config["partitions"])
     log_path = log_dir / f"kill-{variant}-r{run}.log"
     log_path.unlink(missing_ok=True)
     worker_args = ("--work-ms", config["work_ms"], "--session-timeout-ms", config["session_timeout_ms"])
@@ -72,8 +66,9 @@ def run_once(variant: str, run: int, config: dict, log_dir: Path, keep: bool) ->
     if config.get("heartbeat_interval_ms"):
         worker_args += ("--heartbeat-interval-ms", config["heartbeat_interval_ms"])
     started = time.monotonic()
-    try:
-        events = harness.make_events(config["events"], prefix=f"r{run}", seed=config["seed"] + run)
+    events = harness.make_events(config["events"], prefix=f"r{run}", seed=config["seed"] + run)
+    with harness.run_space("m1", f"{variant}-r{run}", config["partitions"], keep=keep) as space:
+        topic, group, dsn = space.topic, space.group, space.dsn
         harness.produce_events(topic, events)
         kill_log = []
         for k, life in enumerate(kill_schedule(config["seed"] + run, config["kills"], config["life"]), 1):
@@ -89,12 +84,7 @@ def run_once(variant: str, run: int, config: dict, log_dir: Path, keep: bool) ->
             progress(f"{variant} run {run}: kill {k} of {config['kills']}, ledger rows {rows}")
         recovery = harness.recover(variant, topic, group, dsn, deadline_s=max(300.0, config["events"] * 0.1),
                                    log_path=log_path, args=worker_args)
-        applied = harness.effects(dsn)
-        verdict = harness.check(dict(events), applied["ledger"], applied["balances"])
-    finally:
-        if not keep:
-            harness.drop_schema(schema)
-            harness.delete_topics(topic, topic + ".dlq")
+        verdict = harness.verdict_of(events, dsn)
     skipped = sum(entry["counts"].get("skipped", 0) for entry in kill_log) + recovery["counts"].get("skipped", 0)
     return {"variant": variant, "run": run, "seed": config["seed"] + run, "events": config["events"],
             "kills": len(kill_log), **verdict, "skipped": skipped, "recovery_s": recovery["recovery_s"],

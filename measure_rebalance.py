@@ -32,9 +32,7 @@ import re
 import statistics
 import sys
 import time
-import uuid
 
-import psycopg
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
 
 import cli
@@ -114,42 +112,8 @@ def handovers(logs: dict) -> list[dict]:
     return found
 
 
-def distinct_applied(dsn: str) -> int:
-    with psycopg.connect(dsn) as conn:
-        return conn.execute("SELECT count(DISTINCT event_id) FROM ledger").fetchone()[0]
-
-
-def settle(workers: list[harness.Worker], dsn: str, group: str, topic: str, events: int, deadline_s: float,
-           still_s: float = 4.0) -> float:
-    """Wait until every event is applied, lag is 0 and the ledger is still (a zombie's late
-    write lands inside that stillness window); RuntimeError with the state at the deadline."""
-    started = time.monotonic()
-    last_rows, still_since, state = -1, started, ""
-    while time.monotonic() - started < deadline_s:
-        time.sleep(0.5)
-        rows, applied, behind = harness.ledger_count(dsn), distinct_applied(dsn), harness.lag(group, topic)
-        if rows != last_rows:
-            last_rows, still_since = rows, time.monotonic()
-        state = f"{applied} of {events} events applied, lag {behind}, ledger rows {rows}"
-        if applied >= events and behind == 0 and time.monotonic() - still_since >= still_s:
-            return round(time.monotonic() - started, 1)
-        dead = [w for w in workers if w.proc.poll() is not None]
-        if dead:
-            raise RuntimeError(f"a worker exited ({dead[0].proc.returncode}) mid-run:\n{dead[0].log_tail()}")
-    raise RuntimeError(f"the run did not settle within {deadline_s:g}s: {state}")
-
-
 def run_once(variant: str, run: int, config: dict, log_dir) -> dict:
     protocol = config["group_protocol"]
-    schema = harness.unique(f"m2_{variant}_r{run}")
-    topic = f"m2.{variant}.{protocol}.r{run}.{uuid.uuid4().hex[:8]}"
-    group = f"m2-{variant}-{protocol}-{uuid.uuid4().hex[:8]}"
-    dsn = harness.create_schema(schema)
-    with psycopg.connect(dsn, autocommit=True) as conn:  # made here, so the workers never race to create it
-        conn.execute("CREATE TABLE stalls (event_id text PRIMARY KEY)")
-    harness.create_topic(topic, config["partitions"])
-    if protocol == "consumer":
-        set_group_timeouts(group, config["session_timeout_ms"], config["session_timeout_ms"] // 3)
     args = ("--work-ms", config["work_ms"], "--max-poll-interval-ms", config["max_poll_interval_ms"],
             "--slow-every", config["slow_every"], "--slow-seconds", config["slow_seconds"],
             "--group-protocol", protocol, "--session-timeout-ms", config["session_timeout_ms"],
@@ -157,36 +121,29 @@ def run_once(variant: str, run: int, config: dict, log_dir) -> dict:
     if variant == "d":
         args += ("--batch", config["batch"])
     started = time.monotonic()
-    workers, log_paths = [], []
-    try:
-        events = harness.make_events(config["events"], prefix=f"r{run}", seed=config["seed"] + run)
-        harness.produce_events(topic, events)
-        for i in range(config["consumers"]):
-            log_path = log_dir / f"rebalance-{variant}-{protocol}-r{run}-w{i + 1}.log"
-            log_path.unlink(missing_ok=True)
-            log_paths.append(log_path)
-            workers.append(harness.Worker(variant, topic, group, dsn, log_path, args))
-        stalls = config["events"] // config["slow_every"] if config["slow_every"] else 0
-        deadline = 300.0 + stalls * config["slow_seconds"] + config["events"] * config["work_ms"] / 1000
-        settle_s = settle(workers, dsn, group, topic, config["events"], deadline)
-    finally:
-        for worker in workers:
-            worker.stop()
-    counts = collections.Counter()
-    examples = {}
-    for worker in workers:
-        counts.update(worker.counts)
-        for kind, line in worker.examples.items():
-            examples.setdefault(kind, line)
+    events = harness.make_events(config["events"], prefix=f"r{run}", seed=config["seed"] + run)
+    log_paths = [log_dir / f"rebalance-{variant}-{protocol}-r{run}-w{i + 1}.log" for i in range(config["consumers"])]
+    with harness.run_space("m2", f"{variant}-{protocol}-r{run}", config["partitions"], stalls=True) as space:
+        if protocol == "consumer":
+            set_group_timeouts(space.group, config["session_timeout_ms"], config["session_timeout_ms"] // 3)
+        harness.produce_events(space.topic, events)
+        workers = []
+        try:
+            for log_path in log_paths:
+                log_path.unlink(missing_ok=True)
+                workers.append(harness.Worker(variant, space.topic, space.group, space.dsn, log_path, args))
+            stalls = config["events"] // config["slow_every"] if config["slow_every"] else 0
+            deadline = 300.0 + stalls * config["slow_seconds"] + config["events"] * config["work_ms"] / 1000
+            settle_s = harness.settle(workers, space.dsn, config["events"], deadline, space.group, space.topic)
+        finally:
+            for worker in workers:
+                worker.stop()
+        counts, examples = harness.tally(workers)
+        verdict = harness.verdict_of(events, space.dsn)
     moves = handovers({path.stem: path.read_text().splitlines() for path in log_paths})
-    applied = harness.effects(dsn)
-    verdict = harness.check(dict(events), applied["ledger"], applied["balances"])
-    harness.drop_schema(schema)
-    harness.delete_topics(topic, topic + ".dlq")
     return {"variant": variant, "run": run, "group_protocol": protocol, "seed": config["seed"] + run,
             "events": config["events"], "stalls": counts.get("stalls", 0), "evictions": counts.get("evictions", 0),
-            **verdict, "skipped": counts.get("skipped", 0),
-            "commit_failed": {k.split(":", 1)[1]: v for k, v in counts.items() if k.startswith("commit_failed:")},
+            **verdict, "skipped": counts.get("skipped", 0), "commit_failed": harness.failures(counts),
             "handover_s": [m["handover_s"] for m in moves], "zombie_first": sum(m["zombie_first"] for m in moves),
             "settle_s": settle_s, "wall_s": round(time.monotonic() - started, 1), "examples": examples}
 

@@ -22,7 +22,6 @@ import json
 import statistics
 import sys
 import time
-import uuid
 from pathlib import Path
 
 import psycopg
@@ -59,27 +58,23 @@ def label(variant: str, batch: int | None) -> str:
 def run_once(variant: str, run: int, events_count: int, partitions: int, log_dir: Path, batch: int = 500,
              sweep: bool = False) -> dict:
     name = label(variant, batch if sweep else None)
-    schema = harness.unique(f"m3_{variant}_r{run}")
-    topic = f"m3.{variant}.r{run}.{uuid.uuid4().hex[:8]}"
-    group = f"m3-{variant}-{uuid.uuid4().hex[:8]}"
-    dsn = harness.create_schema(schema)
-    harness.create_topic(topic, partitions)
     started = time.monotonic()
     args = ("--batch", batch) if variant in ("d", "raw") else ()
     if variant == "raw":
         args += ("--expect", events_count)
     # Generous: 20 msgs/s would be a tenth of the slowest variant seen here.
     deadline = max(120.0, events_count / 20)
-    try:
-        events = harness.make_events(events_count, prefix=f"r{run}", seed=run)
-        harness.produce_events(topic, events)
-        worker = harness.Worker(variant, topic, group, dsn, log_dir / f"throughput-{name}-r{run}.log", args)
+    events = harness.make_events(events_count, prefix=f"r{run}", seed=run)
+    with harness.run_space("m3", f"{name.replace('@', '-')}-r{run}", partitions) as space:
+        harness.produce_events(space.topic, events)
+        worker = harness.Worker(variant, space.topic, space.group, space.dsn,
+                                log_dir / f"throughput-{name}-r{run}.log", args)
         try:
             if variant == "raw":  # no ledger: the worker times itself and reports
                 report = harness.wait_until(lambda: worker.report, deadline, f"raw to read {events_count} messages",
                                             interval_s=0.5)
             else:
-                harness.wait_until(lambda: harness.ledger_count(dsn) >= events_count, deadline,
+                harness.wait_until(lambda: harness.ledger_count(space.dsn) >= events_count, deadline,
                                    f"{variant} to apply {events_count} credits", interval_s=1.0)
         finally:
             worker.stop()
@@ -90,14 +85,10 @@ def run_once(variant: str, run: int, events_count: int, partitions: int, log_dir
             record.update({k: report[k] for k in ("msgs_per_s", "first_to_last_s", "gap_p50_ms", "gap_p99_ms")})
             record.update({"duplicates": None, "lost": None, "balances_exact": None})
         else:
-            applied = harness.effects(dsn)
-            verdict = harness.check(dict(events), applied["ledger"], applied["balances"])
-            record.update({**timing(dsn), "duplicates": verdict["duplicates"], "lost": verdict["lost"],
+            verdict = harness.verdict_of(events, space.dsn)
+            record.update({**timing(space.dsn), "duplicates": verdict["duplicates"], "lost": verdict["lost"],
                            "balances_exact": verdict["balances_exact"]})
         record["wall_s"] = round(time.monotonic() - started, 1)
-    finally:
-        harness.drop_schema(schema)
-        harness.delete_topics(topic, topic + ".dlq")
     return record
 
 
