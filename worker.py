@@ -37,6 +37,7 @@ from confluent_kafka import Consumer
 
 import cli
 import consume
+from publish import ensure_topic, make_producer
 from settings import BROKERS, DSN
 
 log = logging.getLogger("worker")
@@ -226,6 +227,8 @@ def run_share(args, stop: threading.Event, apply, handle) -> None:
         config["max.poll.records"] = args.max_poll_records
     consumer = ShareConsumer(config)
     consumer.subscribe([args.topic])
+    ensure_topic(consume.dead_letter_topic(args.topic))
+    dead_letters = make_producer()
     try:
         with psycopg.connect(DSN, autocommit=True) as conn:
             while not stop.is_set():
@@ -233,9 +236,9 @@ def run_share(args, stop: threading.Event, apply, handle) -> None:
                     if msg.error():
                         log.warning("consumer error: %s", msg.error())
                         continue
-                    event_id = consume.checked_event_id(msg)
-                    if not handle(conn, event_id, consume.parse_event(msg.value()), apply):
-                        log.info("skipped duplicate %s", event_id)
+                    # The same outcomes as the consumer-group loop: applied, skipped, or dead-lettered
+                    # (durably) before the record is acknowledged.
+                    consume.process(conn, msg, dead_letters, handle=handle, apply=apply)
                     consumer.acknowledge(msg)
                 for tp, error in (consumer.commit_sync(30) or {}).items():
                     if error is not None:
