@@ -50,14 +50,16 @@ def kill_section() -> str:
         return "_No M1 results yet: run `make measure`._\n"
     rates = (throughput or {}).get("summary", {}).get("variants", {})
     summaries = dict(kill["summary"])
+    runs = {v: [r for r in kill["runs"] if r["variant"] == v] for v in kill["summary"]}
     batched = {name: doc for name in ("kill-d.json", "kill-d-batch50.json")
                if (doc := load(name)) and "d" in doc["summary"]}
     for doc in batched.values():
         summaries[f"d@{doc['config']['batch']}"] = doc["summary"]["d"]
+        runs[f"d@{doc['config']['batch']}"] = doc["runs"]
     c = kill["config"]
-    rows = ["| Variant | Runs | Duplicates per run | Lost per run | Exact balances | Throughput, no kills (msgs/s) "
-            "| Post: duplicates | Post: lost | Post: msgs/s |",
-            "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    rows = ["| Variant | Runs | Kills | Duplicates per run | Lost per run | Skipped duplicates | Exact balances "
+            "| Throughput, no kills (msgs/s) | Post: duplicates | Post: lost | Post: msgs/s |",
+            "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for variant, s in summaries.items():
         p = post["kill"]["variants"].get(variant)
         rate = spread(rates[variant]["msgs_per_s"], 1) if variant in rates else "–"
@@ -68,13 +70,14 @@ def kill_section() -> str:
             name = VARIANT_NAMES[variant]
         post_rate = post["throughput"]["variants"].get(variant, {}).get("msgs_per_s", "–")
         post_cells = f"{spread(p['duplicates'])} | {spread(p['lost'])}" if p else "not in the post | –"
-        rows.append(f"| {name} | {s['runs']} | {spread(s['duplicates'])} | {spread(s['lost'])} "
+        kills = sum(r["kills"] for r in runs[variant])
+        skipped = sum(r.get("skipped", 0) for r in runs[variant])
+        rows.append(f"| {name} | {s['runs']} | {kills} | {spread(s['duplicates'])} | {spread(s['lost'])} | {skipped} "
                     f"| {s['balances_exact_runs']} of {s['runs']} | {rate} | {post_cells} | {post_rate} |")
-    kills = max(sum(r["kills"] for r in kill["runs"] if r["variant"] == v) for v in kill["summary"])
     legend = (f"\nMedian (min–max) per run of {c['runs']} planned per variant; each run {c['events']:,} credits on "
-              f"{c['partitions']} partitions, {c['kills']} SIGKILLs {c['life'][0]:g}–{c['life'][1]:g} s after the "
-              f"worker's first side effect, handler sleep {c['work_ms']:g} ms, session.timeout.ms "
-              f"{c['session_timeout_ms']}, seed {c['seed']} (up to {kills} kills per variant). "
+              f"{c['partitions']} partitions, up to {c['kills']} SIGKILLs {c['life'][0]:g}–{c['life'][1]:g} s after "
+              f"the worker's first side effect, handler sleep {c['work_ms']:g} ms, session.timeout.ms "
+              f"{c['session_timeout_ms']}, seed {c['seed']}. Kills and skipped duplicates are totals over the runs. "
               f"From `results/kill.json`: {provenance(kill)}.")
     for name, doc in batched.items():
         d_kills = sum(r["kills"] for r in doc["runs"])
