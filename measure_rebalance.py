@@ -82,10 +82,11 @@ def timeline(worker: str, lines) -> list[tuple]:
 
 
 def handovers(logs: dict) -> list[dict]:
-    """Per eviction: how long until another worker was given one of the evicted worker's
-    partitions (handover_s, None if nobody was before the zombie got them back), and how long
-    the zombie took to finish its stalled message (zombie_s). A zombie that finishes first
-    commits, takes its partitions back, and nothing is handled twice: no duplicate to find.
+    """Per eviction: who was given one of the evicted worker's partitions next ("other", or
+    "self" once the zombie rejoined; None if nobody was), how long after librdkafka's MAXPOLL
+    line (handover_s), and how long the zombie took to finish its stalled message (zombie_s).
+    Whoever owns the partition next starts at the last committed offset: if the zombie's own
+    commit failed, that owner, even the zombie itself, handles the message again.
     Pure: `logs` maps a worker's name to its log lines."""
     events = sorted(e for name, lines in logs.items() for e in timeline(name, lines))
     owned = collections.defaultdict(frozenset)
@@ -97,18 +98,15 @@ def handovers(logs: dict) -> list[dict]:
             owned[worker] -= parts
         elif what == "evicted":
             mine = owned[worker]
-            handover = zombie = None
+            owner = handover = zombie = None
             for later, other, kind, moved in events[i + 1:]:
                 if zombie is None and other == worker and kind == "stall over":
                     zombie = round(later - at, 2)
-                if handover is None and other != worker and kind == "assigned" and moved & mine:
-                    handover = round(later - at, 2)
-                if other == worker and kind == "assigned" and moved & mine and handover is None:
-                    break  # the zombie got its partitions back before anyone else did
-                if zombie is not None and handover is not None:
+                if owner is None and kind == "assigned" and moved & mine:
+                    owner, handover = ("self" if other == worker else "other"), round(later - at, 2)
+                if zombie is not None and owner is not None:
                     break
-            found.append({"worker": worker, "handover_s": handover, "zombie_s": zombie,
-                          "zombie_first": handover is None or (zombie is not None and zombie < handover)})
+            found.append({"worker": worker, "next_owner": owner, "handover_s": handover, "zombie_s": zombie})
     return found
 
 
@@ -122,7 +120,8 @@ def run_once(variant: str, run: int, config: dict, log_dir) -> dict:
         args += ("--batch", config["batch"])
     started = time.monotonic()
     events = harness.make_events(config["events"], prefix=f"r{run}", seed=config["seed"] + run)
-    log_paths = [log_dir / f"rebalance-{variant}-{protocol}-r{run}-w{i + 1}.log" for i in range(config["consumers"])]
+    name = f"rebalance-{variant}-{protocol}-stall{config['slow_seconds']:g}-r{run}"
+    log_paths = [log_dir / f"{name}-w{i + 1}.log" for i in range(config["consumers"])]
     with harness.run_space("m2", f"{variant}-{protocol}-r{run}", config["partitions"], stalls=True) as space:
         if protocol == "consumer":
             set_group_timeouts(space.group, config["session_timeout_ms"], config["session_timeout_ms"] // 3)
@@ -144,8 +143,14 @@ def run_once(variant: str, run: int, config: dict, log_dir) -> dict:
     return {"variant": variant, "run": run, "group_protocol": protocol, "seed": config["seed"] + run,
             "events": config["events"], "stalls": counts.get("stalls", 0), "evictions": counts.get("evictions", 0),
             **verdict, "skipped": counts.get("skipped", 0), "commit_failed": harness.failures(counts),
-            "handover_s": [m["handover_s"] for m in moves], "zombie_first": sum(m["zombie_first"] for m in moves),
+            **handover_fields(moves),
             "settle_s": settle_s, "wall_s": round(time.monotonic() - started, 1), "examples": examples}
+
+
+def handover_fields(moves: list[dict]) -> dict:
+    return {"handover_s": [m["handover_s"] for m in moves],
+            "moved_to_other": sum(m["next_owner"] == "other" for m in moves),
+            "back_to_zombie": sum(m["next_owner"] == "self" for m in moves)}
 
 
 def median_or_none(values):
@@ -165,7 +170,8 @@ def summarise(runs: list[dict]) -> dict:
         summary[variant] = {
             "runs": len(mine), "balances_exact_runs": sum(r["balances_exact"] for r in mine),
             "totals": {f: sum(r.get(f, 0) for r in mine)
-                       for f in ("evictions", "duplicates", "lost", "skipped", "stalls", "zombie_first")},
+                       for f in ("evictions", "duplicates", "lost", "skipped", "stalls", "moved_to_other",
+                                 "back_to_zombie")},
             "handover_s": median_or_none(h for r in mine for h in r.get("handover_s", []) if h is not None),
             "commit_failed": dict(failed),
             **{f: harness.stats(r[f] for r in mine) for f in ("evictions", "duplicates", "lost", "skipped")},
@@ -178,18 +184,20 @@ def verdict_line(r: dict) -> str:
     failed = ", ".join(f"{code} x{n}" for code, n in r["commit_failed"].items()) or "none"
     return (f"{r['variant']} ({r['group_protocol']}) run {r['run']}: {r['evictions']} evictions, "
             f"{r['duplicates']} duplicates, {r['lost']} lost, {r['skipped']} skipped, {exact}; "
-            f"failed commits: {failed}; zombie finished first {r['zombie_first']} of {r['evictions']}, "
-            f"handover after {median_or_none(h for h in r['handover_s'] if h is not None)}s (median)")
+            f"failed commits: {failed}; partitions next to another member {r['moved_to_other']}, back to the "
+            f"zombie {r['back_to_zombie']}, after {median_or_none(h for h in r['handover_s'] if h is not None)}s "
+            "(median)")
 
 
 def table(summary: dict) -> str:
-    lines = ["variant  runs  evictions  duplicates  lost  skipped  zombie first  handover s  failed offset commits",
-             "-------  ----  ---------  ----------  ----  -------  ------------  ----------  ---------------------"]
+    lines = ["variant  runs  evictions  duplicates  lost  skipped  to other / self  handover s  failed offset commits",
+             "-------  ----  ---------  ----------  ----  -------  ---------------  ----------  ---------------------"]
     for variant, s in summary.items():
         t = s["totals"]
         failed = ", ".join(f"{code} x{n}" for code, n in s["commit_failed"].items()) or "none"
         lines.append(f"{variant:<7}  {s['runs']:>4}  {t['evictions']:>9}  {t['duplicates']:>10}  {t['lost']:>4}  "
-                     f"{t['skipped']:>7}  {t['zombie_first']:>12}  {str(s['handover_s']):>10}  {failed}")
+                     f"{t['skipped']:>7}  {t['moved_to_other']:>7} / {t['back_to_zombie']:<5}  "
+                     f"{str(s['handover_s']):>10}  {failed}")
     return "\n".join(lines) + "\n(totals over all runs)"
 
 

@@ -149,7 +149,8 @@ REBALANCE_SETS = [(f"rebalance-{v}-{p}.json", p) for v in ("b", "c", "d") for p 
 def rebalance_section() -> str:
     post = load("post-figures.json")["rebalance"]
     rows = ["| Variant | Group protocol | Stall (s) | Runs | Evictions | Duplicates | Lost | Skipped duplicates "
-            "| Zombie finished before the handover | Handover after eviction (s, median) | Failed offset commits "
+            "| Partitions next to another member / back to the zombie | Handover after eviction (s, median) "
+            "| Failed offset commits "
             "| Exact balances |", "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|"]
     found = None
     for name, protocol in REBALANCE_SETS:
@@ -163,7 +164,8 @@ def rebalance_section() -> str:
             handover = s.get("handover_s")
             rows.append(f"| {VARIANT_NAMES[variant]} | {protocol} | {doc['config']['slow_seconds']:g} | {s['runs']} "
                         f"| {t['evictions']} | {t['duplicates']} | {t['lost']} | {t['skipped']} "
-                        f"| {t.get('zombie_first', '–')} | {'–' if handover is None else f'{handover:.1f}'} "
+                        f"| {t.get('moved_to_other', '–')} / {t.get('back_to_zombie', '–')} "
+                        f"| {'–' if handover is None else f'{handover:.1f}'} "
                         f"| {failed} | {s['balances_exact_runs']} of {s['runs']} |")
     for variant, p in post["variants"].items():
         rows.append(f"| post: {VARIANT_NAMES[variant]} | classic | {post['config'].get('slow_seconds', 12):g} "
@@ -176,8 +178,9 @@ def rebalance_section() -> str:
             f"consumers, every {c['slow_every']}th event stalls (the Stall column) the first time it is handled, "
             f"max.poll.interval.ms {c['max_poll_interval_ms']}, session timeout {c['session_timeout_ms']} ms, "
             f"heartbeat a third of it (under `consumer`, both set on the group at the broker). Handover: from "
-            f"librdkafka's MAXPOLL line to another worker's first assignment of one of the evicted worker's "
-            f"partitions, read from the workers' logs. From `results/rebalance-*.json`: {provenance(found)}.\n")
+            f"librdkafka's MAXPOLL line to the next assignment of one of the evicted worker's partitions, to another "
+            f"worker or back to the zombie, read from the workers' logs. From `results/rebalance-*.json`: "
+            f"{provenance(found)}.\n")
 
 
 LAYOUT_NAMES = {

@@ -38,10 +38,10 @@ def test_handovers_from_hand_made_logs():
                     _line("12,000", "stall over r1-500, writing its effect")],
              "w2": [_line("00,000", "partitions assigned: 2,3"), _line("10,500", "partitions assigned: 1")]}
     assert measure_rebalance.handovers(moved) == [
-        {"worker": "w1", "handover_s": 0.5, "zombie_s": 2.0, "zombie_first": False}]
+        {"worker": "w1", "next_owner": "other", "handover_s": 0.5, "zombie_s": 2.0}]
     back = {"w1": [_line("00,000", "partitions assigned: 0,1"), _maxpoll("10,000"),
                    _line("12,000", "stall over r1-500, writing its effect"),
                    _line("12,100", "partitions lost: 0,1"), _line("12,200", "partitions assigned: 0,1")],
             "w2": [_line("00,000", "partitions assigned: 2,3"), _line("30,000", "partitions assigned: 0")]}
     assert measure_rebalance.handovers(back) == [
-        {"worker": "w1", "handover_s": None, "zombie_s": 2.0, "zombie_first": True}]
+        {"worker": "w1", "next_owner": "self", "handover_s": 2.2, "zombie_s": 2.0}]
