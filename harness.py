@@ -320,6 +320,13 @@ class Worker:
             return "\n".join(self.tail)
 
 
+def log_dir() -> Path:
+    """Where the workers' logs go (results/logs, not committed)."""
+    path = RESULTS / "logs"
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
 def distinct_applied(dsn: str) -> int:
     with psycopg.connect(dsn) as conn:
         return conn.execute("SELECT count(DISTINCT event_id) FROM ledger").fetchone()[0]

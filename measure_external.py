@@ -171,8 +171,7 @@ def main(args) -> int:
               "crash_every": args.crash_every, "crash_before_every": args.crash_before_every,
               "session_timeout_ms": args.session_timeout_ms}
     results = harness.ResultsFile("measure_external", args.out, config, args.force)
-    log_dir = harness.RESULTS / "logs"
-    log_dir.mkdir(parents=True, exist_ok=True)
+    log_dir = harness.log_dir()
     with harness.measurement_lock("measure_external"):
         for run in range(1, args.runs + 1):
             for policy in policies:

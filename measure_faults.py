@@ -200,8 +200,7 @@ def main(args) -> int:
     config.update(lock_ms=args.lock_ms, overrun_s=args.overrun_s, slow_every=args.slow_every,
                   max_poll_records=args.max_poll_records, one_record_batches=not args.producer_batching)
     results = harness.ResultsFile("measure_faults", args.out, config, args.force)
-    log_dir = harness.RESULTS / "logs"
-    log_dir.mkdir(parents=True, exist_ok=True)
+    log_dir = harness.log_dir()
     with harness.measurement_lock("measure_faults"):
         for run in range(1, args.runs + 1):
             if results.done(fault=args.fault, variant=args.variant, run=run):

@@ -128,8 +128,7 @@ def main(args) -> int:
     if args.variant == "d":
         config["batch"] = args.batch
     results = harness.ResultsFile("measure_kill", args.out, config, args.force)
-    log_dir = harness.RESULTS / "logs"
-    log_dir.mkdir(parents=True, exist_ok=True)
+    log_dir = harness.log_dir()
     with harness.measurement_lock("measure_kill"):
         for run in range(1, args.runs + 1):  # interleaved, so machine noise spreads over every variant
             for variant in variants:

@@ -209,8 +209,7 @@ def main(args) -> int:
     if args.variant == "d":
         config["batch"] = args.batch
     results = harness.ResultsFile("measure_rebalance", args.out, config, args.force)
-    log_dir = harness.RESULTS / "logs"
-    log_dir.mkdir(parents=True, exist_ok=True)
+    log_dir = harness.log_dir()
     with harness.measurement_lock("measure_rebalance"):
         for run in range(1, args.runs + 1):
             if results.done(variant=args.variant, run=run):

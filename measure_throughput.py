@@ -127,8 +127,7 @@ def main(args) -> int:
     if not sweep and ("d" in args.variants or "raw" in args.variants):
         config["batch"] = args.batch
     results = harness.ResultsFile("measure_throughput", args.out, config, args.force)
-    log_dir = harness.RESULTS / "logs"
-    log_dir.mkdir(parents=True, exist_ok=True)
+    log_dir = harness.log_dir()
     with harness.measurement_lock("measure_throughput"):
         for run in range(1, args.runs + 1):
             shift = (run - 1) % len(plan)
