@@ -25,7 +25,7 @@ import uuid
 from pathlib import Path
 
 import psycopg
-from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
 from psycopg import sql
 from psycopg.conninfo import make_conninfo
@@ -164,12 +164,30 @@ def produce_events(topic: str, events: list[tuple[str, dict]], timeout_s: float 
     return [event_id for event_id, _ in events]
 
 
+# A broker that has just started (or restarted) answers these until its group coordinator is loaded.
+COORDINATOR_NOT_READY = {KafkaError.NOT_COORDINATOR, KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+                         KafkaError.COORDINATOR_NOT_AVAILABLE}
+
+
+def committed_offsets(probe: Consumer, partitions: list, timeout_s: float) -> list:
+    """probe.committed(), retried while the coordinator is not ready, for at most timeout_s."""
+    end = time.monotonic() + timeout_s
+    while time.monotonic() < end:
+        try:
+            return probe.committed(partitions, timeout=timeout_s)
+        except KafkaException as e:
+            if e.args[0].code() not in COORDINATOR_NOT_READY:
+                raise
+            time.sleep(0.2)
+    return probe.committed(partitions, timeout=timeout_s)  # the last try raises whatever it gets
+
+
 def lag(group: str, topic: str, timeout_s: float = 10.0) -> int:
     """Messages in `topic` past `group`'s committed offsets (all of them if it committed none)."""
     probe = Consumer({"bootstrap.servers": BROKERS, "group.id": group, "enable.auto.commit": False})
     try:
         partitions = probe.list_topics(topic, timeout=timeout_s).topics[topic].partitions
-        committed = probe.committed([TopicPartition(topic, p) for p in partitions], timeout=timeout_s)
+        committed = committed_offsets(probe, [TopicPartition(topic, p) for p in partitions], timeout_s)
         total = 0
         for tp in committed:
             low, high = probe.get_watermark_offsets(TopicPartition(topic, tp.partition), timeout=timeout_s)

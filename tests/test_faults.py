@@ -20,7 +20,9 @@ def test_the_inbox_survives(fault, tmp_path):
 
 @pytest.mark.parametrize("fault", ["partition-broker", "partition-db"])
 def test_without_the_inbox_a_partition_zombie_duplicates(fault, tmp_path):
-    record = measure_faults.run_once(fault, "b", 1, CONFIG, tmp_path)
+    # Whether one cut lands while the cut-off consumer holds a credited message is chance
+    # (about half the time in results/faults.json); three cuts in a run always gave one.
+    record = measure_faults.run_once(fault, "b", 1, {**CONFIG, "faults": 3}, tmp_path)
     assert record["duplicates"] >= 1, record
     assert record["lost"] == 0
 
