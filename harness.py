@@ -26,7 +26,7 @@ from pathlib import Path
 
 import psycopg
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
-from confluent_kafka.admin import AdminClient
+from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
 from psycopg import sql
 from psycopg.conninfo import make_conninfo
 
@@ -85,6 +85,16 @@ def drop_schema(schema: str, dsn: str = DSN) -> None:
 def create_topic(name: str, partitions: int = 1) -> str:
     ensure_topic(name, partitions)
     return name
+
+
+def set_group_configs(group: str, configs: dict, timeout_s: float = 30.0) -> None:
+    """Set group-level configs on the broker (KIP-848 and share groups keep their timeouts
+    there), before the group exists, so that its first member already sees them."""
+    resource = ConfigResource(ResourceType.GROUP, group, incremental_configs=[
+        ConfigEntry(name, str(value), incremental_operation=AlterConfigOpType.SET) for name, value in configs.items()])
+    admin = AdminClient({"bootstrap.servers": BROKERS})
+    for future in admin.incremental_alter_configs([resource], request_timeout=timeout_s).values():
+        future.result(timeout=timeout_s)
 
 
 def delete_topics(*names: str, timeout_s: float = 30.0) -> None:

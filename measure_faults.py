@@ -36,28 +36,14 @@ import sys
 import time
 import uuid
 
-from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
-
 import cli
 import harness
 import netlab
 import stack
 from measure_kill import progress
-from settings import BROKERS
 
 FAULTS = ("pg-restart", "broker-restart", "partition-broker", "partition-db", "share-lock")
 VARIANTS = ("b", "c", "d")
-
-
-def set_share_group(group: str, lock_ms: int, timeout_s: float = 30.0) -> None:
-    """A share group's lock and start position are group configs on the broker; set them before
-    the group exists. `earliest`, or the members would skip the backlog published up front."""
-    admin = AdminClient({"bootstrap.servers": BROKERS})
-    resource = ConfigResource(ResourceType.GROUP, group, incremental_configs=[
-        ConfigEntry(name, value, incremental_operation=AlterConfigOpType.SET)
-        for name, value in (("share.record.lock.duration.ms", str(lock_ms)), ("share.auto.offset.reset", "earliest"))])
-    for future in admin.incremental_alter_configs([resource], request_timeout=timeout_s).values():
-        future.result(timeout=timeout_s)
 
 
 def run_share_lock(variant: str, run: int, config: dict, log_dir) -> dict:
@@ -71,7 +57,10 @@ def run_share_lock(variant: str, run: int, config: dict, log_dir) -> dict:
     single = {"linger.ms": 0, "batch.num.messages": 1, "max.in.flight.requests.per.connection": 1}
     started = time.monotonic()
     with harness.run_space("m6", f"share-lock-{variant}-r{run}", config["partitions"], stalls=True) as space:
-        set_share_group(space.group, config["lock_ms"])
+        # A share group's lock and start position are group configs on the broker; `earliest`, or
+        # the members would skip the backlog published up front.
+        harness.set_group_configs(space.group, {"share.record.lock.duration.ms": config["lock_ms"],
+                                                "share.auto.offset.reset": "earliest"})
         harness.produce_events(space.topic, events, **(single if config.get("one_record_batches") else {}))
         workers = []
         try:

@@ -33,27 +33,11 @@ import statistics
 import sys
 import time
 
-from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
-
 import cli
 import harness
 from measure_kill import progress
-from settings import BROKERS
 
 VARIANTS = ("b", "c", "d")
-
-
-def set_group_timeouts(group: str, session_ms: int, heartbeat_ms: int, timeout_s: float = 30.0) -> None:
-    """KIP-848 moves the session timeout and the heartbeat interval to the broker; set both per
-    group, before the group exists, to what the classic runs pass to the client. The heartbeat
-    matters too: it is how fast a member hears that a partition was taken from it or given to it."""
-    admin = AdminClient({"bootstrap.servers": BROKERS})
-    resource = ConfigResource(ResourceType.GROUP, group, incremental_configs=[
-        ConfigEntry(name, str(value), incremental_operation=AlterConfigOpType.SET)
-        for name, value in (("consumer.session.timeout.ms", session_ms),
-                            ("consumer.heartbeat.interval.ms", heartbeat_ms))])
-    for future in admin.incremental_alter_configs([resource], request_timeout=timeout_s).values():
-        future.result(timeout=timeout_s)
 
 
 APP_LINE = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) \S+ \S+ (.*)$")
@@ -124,7 +108,12 @@ def run_once(variant: str, run: int, config: dict, log_dir) -> dict:
     log_paths = [log_dir / f"{name}-w{i + 1}.log" for i in range(config["consumers"])]
     with harness.run_space("m2", f"{variant}-{protocol}-r{run}", config["partitions"], stalls=True) as space:
         if protocol == "consumer":
-            set_group_timeouts(space.group, config["session_timeout_ms"], config["session_timeout_ms"] // 3)
+            # KIP-848 moves the session timeout and the heartbeat to the broker: the group gets what the
+            # classic runs pass to the client. The heartbeat matters too: it is how fast a member hears
+            # that a partition was taken from it or given to it.
+            session_ms = config["session_timeout_ms"]
+            harness.set_group_configs(space.group, {"consumer.session.timeout.ms": session_ms,
+                                                    "consumer.heartbeat.interval.ms": session_ms // 3})
         harness.produce_events(space.topic, events)
         workers = []
         try:
@@ -169,10 +158,10 @@ def summarise(runs: list[dict]) -> dict:
             failed.update(r["commit_failed"])
         summary[variant] = {
             "runs": len(mine), "balances_exact_runs": sum(r["balances_exact"] for r in mine),
-            "totals": {f: sum(r.get(f, 0) for r in mine)
+            "totals": {f: sum(r[f] for r in mine)
                        for f in ("evictions", "duplicates", "lost", "skipped", "stalls", "moved_to_other",
                                  "back_to_zombie")},
-            "handover_s": median_or_none(h for r in mine for h in r.get("handover_s", []) if h is not None),
+            "handover_s": median_or_none(h for r in mine for h in r["handover_s"] if h is not None),
             "commit_failed": dict(failed),
             **{f: harness.stats(r[f] for r in mine) for f in ("evictions", "duplicates", "lost", "skipped")},
         }

@@ -164,11 +164,11 @@ def rebalance_section() -> str:
             handover = s.get("handover_s")
             rows.append(f"| {VARIANT_NAMES[variant]} | {protocol} | {doc['config']['slow_seconds']:g} | {s['runs']} "
                         f"| {t['evictions']} | {t['duplicates']} | {t['lost']} | {t['skipped']} "
-                        f"| {t.get('moved_to_other', '–')} / {t.get('back_to_zombie', '–')} "
+                        f"| {t['moved_to_other']} / {t['back_to_zombie']} "
                         f"| {'–' if handover is None else f'{handover:.1f}'} "
                         f"| {failed} | {s['balances_exact_runs']} of {s['runs']} |")
     for variant, p in post["variants"].items():
-        rows.append(f"| post: {VARIANT_NAMES[variant]} | classic | {post['config'].get('slow_seconds', 12):g} "
+        rows.append(f"| post: {VARIANT_NAMES[variant]} | classic | {post['config']['slow_seconds']:g} "
                     f"| {post['config']['runs']} | {p['evictions']} | {p['duplicates']} | – | {p['skipped']} | – | – "
                     f"| {post['commit_failed']} | – |")
     if found is None:
