@@ -41,13 +41,25 @@ class LeaseHeld(Exception):
     """Another live handler holds this event's lease past our patience."""
 
 
+class LeaseRunningOut(Exception):
+    """Too little of our lease is left to call and record the call before another handler may take over."""
+
+
+# The part of a lease kept back for the mark-done: a call must be answered (or given up) before it.
+MARK_DONE_SHARE = 0.25
+
+
 def effect_key(event_id: str, consumer: str = CONSUMER_NAME) -> str:
     """The Idempotency-Key: the same on every redelivery of the event, different per consumer."""
     return f"{consumer}:{event_id}"
 
 
-def claim(conn: psycopg.Connection, event_id: str, lease_s: float, consumer: str = CONSUMER_NAME) -> str:
-    """Take the event's lease: "fresh", "expired" (an earlier attempt died holding it), "done" or "held"."""
+def claim(conn: psycopg.Connection, event_id: str, lease_s: float, consumer: str = CONSUMER_NAME) -> tuple[str, int]:
+    """Take the event's lease: ("fresh" | "expired" | "done" | "held", attempts).
+
+    "expired" means an earlier attempt died holding the lease; `attempts` numbers
+    this claim, so that mark_done can tell whether the lease is still ours.
+    """
     with conn.transaction():
         row = conn.execute(
             "INSERT INTO external_effects AS e (consumer, message_id, state, locked_until) "
@@ -57,15 +69,20 @@ def claim(conn: psycopg.Connection, event_id: str, lease_s: float, consumer: str
             "WHERE e.state = 'processing' AND e.locked_until < now() RETURNING attempts",
             (consumer, event_id, lease_s)).fetchone()
         if row is not None:
-            return "fresh" if row[0] == 1 else "expired"
-        state = conn.execute("SELECT state FROM external_effects WHERE consumer = %s AND message_id = %s",
-                             (consumer, event_id)).fetchone()[0]
-    return "done" if state == "done" else "held"
+            return ("fresh" if row[0] == 1 else "expired"), row[0]
+        state, attempts = conn.execute("SELECT state, attempts FROM external_effects "
+                                       "WHERE consumer = %s AND message_id = %s", (consumer, event_id)).fetchone()
+    return ("done" if state == "done" else "held"), attempts
 
 
-def mark_done(conn: psycopg.Connection, event_id: str, consumer: str = CONSUMER_NAME) -> None:
-    conn.execute("UPDATE external_effects SET state = 'done', locked_until = NULL, updated_at = now() "
-                 "WHERE consumer = %s AND message_id = %s", (consumer, event_id))
+def mark_done(conn: psycopg.Connection, event_id: str, attempt: int, consumer: str = CONSUMER_NAME) -> bool:
+    """Record the call; False if another handler took the lease over meanwhile (the call is made either way)."""
+    done = conn.execute("UPDATE external_effects SET state = 'done', locked_until = NULL, updated_at = now() "
+                        "WHERE consumer = %s AND message_id = %s AND state = 'processing' AND attempts = %s",
+                        (consumer, event_id, attempt)).rowcount == 1
+    if not done:
+        log.warning("lease on %s was taken over before its mark-done", event_id)
+    return done
 
 
 def handle_external(conn: psycopg.Connection, event_id: str, event: dict, apply=None, *, client: Client,
@@ -76,34 +93,50 @@ def handle_external(conn: psycopg.Connection, event_id: str, event: dict, apply=
     Fits consume.run's `handle` slot (`apply` is unused: the call is the effect).
     `before_call(event_id)` runs between the claim and the call, `after_call(event_id)` between
     the provider's answer and the mark-done: the two places a crash hurts.
+
+    The provider's calls get only what is left of the lease (less MARK_DONE_SHARE of it)
+    as their timeout, so a handler that is alive never calls, or waits on a call, while
+    another handler may have taken its lease; it raises LeaseRunningOut instead, and the
+    message comes again.
     """
     patience = time.monotonic() + 2 * lease_s + 1
-    state = claim(conn, event_id, lease_s, consumer)
+    # Read before the claim, whose now() is later: our lease ends no sooner than claimed_at + lease_s.
+    claimed_at = time.monotonic()
+    state, attempt = claim(conn, event_id, lease_s, consumer)
     while state == "held":
         if time.monotonic() > patience:
             raise LeaseHeld(f"{event_id} is still leased by another handler after {2 * lease_s + 1:g}s")
         time.sleep(0.2)
-        state = claim(conn, event_id, lease_s, consumer)
+        claimed_at = time.monotonic()
+        state, attempt = claim(conn, event_id, lease_s, consumer)
     if state == "done":
         log.info("skipped duplicate %s", event_id)
         return False
+    call_by = claimed_at + lease_s * (1 - MARK_DONE_SHARE)
+
+    def time_left() -> float:
+        left = call_by - time.monotonic()
+        if left <= 0:
+            raise LeaseRunningOut(f"{event_id}: the lease of {lease_s:g}s ran short before the call")
+        return left
+
     if state == "expired":
-        if policy == "lookup" and client.find(event_id):
+        if policy == "lookup" and client.find(event_id, timeout_s=time_left()):
             log.info("found the earlier charge for %s: marking it done without calling", event_id)
-            mark_done(conn, event_id, consumer)
+            mark_done(conn, event_id, attempt, consumer)
             return False
         if policy == "skip":
             log.warning("gave up on %s: its earlier attempt may or may not have charged", event_id)
-            mark_done(conn, event_id, consumer)
+            mark_done(conn, event_id, attempt, consumer)
             return False
         log.info("retrying %s after an expired lease (%s)", event_id, policy)
     key = effect_key(event_id, consumer) if policy == "keys" else None
     if before_call is not None:
         before_call(event_id)
-    client.charge(event_id, event["account_id"], event["amount"], key=key)
+    client.charge(event_id, event["account_id"], event["amount"], key=key, timeout_s=time_left())
     if after_call is not None:
         after_call(event_id)
-    mark_done(conn, event_id, consumer)
+    mark_done(conn, event_id, attempt, consumer)
     return True
 
 

@@ -266,6 +266,10 @@ COUNTED = {
     "stalls": re.compile(r"stalling "),
     "stalls_over": re.compile(r"stall over "),
     "ack_failed": re.compile(r"acknowledgement failed: (\S+)"),  # share groups: the lock had expired
+    # External effects (consume_external): a lease that ran short, or was taken over, before its end.
+    "lease_short": re.compile(r"LeaseRunningOut: "),
+    "lease_taken_over": re.compile(r"taken over before its mark-done"),
+    "provider_failed": re.compile(r"ProviderError: "),
 }
 
 

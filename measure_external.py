@@ -13,12 +13,17 @@ on M1's seeded schedule, and every `--crash-every`-th event's first call is
 followed by os._exit() before its mark-done, the worst moment. Recovery: a
 final consumer (and relay) runs until the lag is 0, no effect is left
 `processing`, the outbox is empty and the charges are still. Checker:
-harness.check on (published events, the provider's charges).
+harness.check on (published events, the provider's charges). Beside it, how
+often a live handler gave up because its lease ran short (it does not call, or
+stops waiting on a call, once 3/4 of the lease is gone) and how often a mark-done
+found its lease taken over: both should be 0 on loopback, and if they are not,
+they are where a lookup-policy duplicate would come from.
 
 Assumptions: the stack is up and nothing else measures on it.
 
     python measure_external.py --policy all --runs 5 --kills 20 --events 2000
 """
+import collections
 import json
 import sys
 import time
@@ -59,7 +64,8 @@ def wait_for_effect_or_exit(worker: harness.Worker, group: str, topic: str, time
         if worker.first_effect.wait(1.0):
             return "effect"
         if worker.proc.poll() is not None:
-            if worker.proc.returncode in (3, 4):
+            # 3 and 4: it crashed itself on purpose; a lease that ran short ends a worker too (safely).
+            if worker.proc.returncode in (3, 4) or worker.counts["lease_short"]:
                 return "crashed"
             raise RuntimeError(f"worker exited with {worker.proc.returncode}:\n{worker.log_tail()}")
         if harness.lag(group, topic) == 0:
@@ -85,8 +91,14 @@ def run_once(policy: str, run: int, config: dict, log_dir, keep: bool) -> dict:
                   "--work-ms", config["work_ms"], *session)
         relay = None
 
+        workers = []  # every process of the run, relays included, for the lease counts
+
+        def start(variant_, args):
+            workers.append(harness.Worker(variant_, topic, group, dsn, log_path, args))
+            return workers[-1]
+
         def start_relay(args):
-            return harness.Worker("relay", topic, group, dsn, log_path, ("--provider-url", running.url, *args))
+            return start("relay", ("--provider-url", running.url, *args))
 
         try:
             harness.produce_events(topic, events)
@@ -94,7 +106,7 @@ def run_once(policy: str, run: int, config: dict, log_dir, keep: bool) -> dict:
                 relay = start_relay(crashy)
             kill_log = []
             for k, life in enumerate(kill_schedule(config["seed"] + run, config["kills"], config["life"]), 1):
-                worker = harness.Worker(variant, topic, group, dsn, log_path, (*common, *crashy))
+                worker = start(variant, (*common, *crashy))
                 outcome = wait_for_effect_or_exit(worker, group, topic, 120)
                 if outcome == "idle" and pending(dsn) == 0:
                     worker.kill()
@@ -112,7 +124,7 @@ def run_once(policy: str, run: int, config: dict, log_dir, keep: bool) -> dict:
             if relay is not None:
                 relay.kill()
                 relay = start_relay(())
-            final = harness.Worker(variant, topic, group, dsn, log_path, common)
+            final = start(variant, common)
             last, still_since, deadline = -1, time.monotonic(), time.monotonic() + 300
             while time.monotonic() < deadline:
                 time.sleep(0.5)
@@ -130,6 +142,7 @@ def run_once(policy: str, run: int, config: dict, log_dir, keep: bool) -> dict:
             for _, account, amount in rows:
                 balances[account] = balances.get(account, 0) + amount
             verdict = harness.check(dict(events), rows, balances)
+            counted = sum((w.counts for w in workers), collections.Counter())
         finally:
             if relay is not None:
                 relay.stop()
@@ -138,7 +151,9 @@ def run_once(policy: str, run: int, config: dict, log_dir, keep: bool) -> dict:
             "events": config["events"], "kills": len(kill_log),
             "crashed_after_call": sum(k["crashed_itself"] == "after call" for k in kill_log),
             "crashed_before_call": sum(k["crashed_itself"] == "before call" for k in kill_log), **verdict,
-            "charges": verdict["ledger_rows"], "wall_s": round(time.monotonic() - started, 1), "kill_log": kill_log}
+            "charges": verdict["ledger_rows"],
+            **{name: counted[name] for name in ("lease_short", "lease_taken_over", "provider_failed")},
+            "wall_s": round(time.monotonic() - started, 1), "kill_log": kill_log}
 
 
 def summarise(runs: list[dict]) -> dict:
@@ -148,19 +163,23 @@ def summarise(runs: list[dict]) -> dict:
         if mine:
             summary[policy] = {"runs": len(mine), "balances_exact_runs": sum(r["balances_exact"] for r in mine),
                                "totals": {f: sum(r[f] for r in mine) for f in (
-                                   "duplicates", "lost", "kills", "crashed_after_call", "crashed_before_call")},
+                                   "duplicates", "lost", "kills", "crashed_after_call", "crashed_before_call",
+                                   "lease_short", "lease_taken_over", "provider_failed")},
                                **{f: harness.stats(r[f] for r in mine) for f in ("duplicates", "lost")}}
     return summary
 
 
 def table(summary: dict) -> str:
-    lines = ["policy   runs  kills  crashes before/after call  duplicate charges  lost charges  exact",
-             "-------  ----  -----  -------------------------  -----------------  ------------  -----"]
+    lines = ["policy   runs  kills  crashes before/after call  duplicate charges  lost charges  "
+             "leases short/taken  exact",
+             "-------  ----  -----  -------------------------  -----------------  ------------  "
+             "------------------  -----"]
     for policy, s in summary.items():
         t = s["totals"]
         crashes = f"{t['crashed_before_call']}/{t['crashed_after_call']}"
+        leases = f"{t['lease_short']}/{t['lease_taken_over']}"
         lines.append(f"{policy:<7}  {s['runs']:>4}  {t['kills']:>5}  {crashes:>25}  "
-                     f"{t['duplicates']:>17}  {t['lost']:>12}  {s['balances_exact_runs']}/{s['runs']}")
+                     f"{t['duplicates']:>17}  {t['lost']:>12}  {leases:>18}  {s['balances_exact_runs']}/{s['runs']}")
     return "\n".join(lines) + "\n(totals over all runs)"
 
 

@@ -127,24 +127,26 @@ class Client:
         self.base_url = base_url.rstrip("/")
         self.timeout_s = timeout_s
 
-    def _request(self, request) -> dict:
+    def _request(self, request, timeout_s: float | None = None) -> dict:
         try:
-            with urllib.request.urlopen(request, timeout=self.timeout_s) as response:
+            with urllib.request.urlopen(request, timeout=timeout_s or self.timeout_s) as response:
                 return json.loads(response.read())
         except urllib.error.HTTPError as e:
             raise ProviderError(f"{e.code}: {e.read().decode(errors='replace')}") from None
         except (urllib.error.URLError, TimeoutError) as e:
             raise ProviderError(f"provider unreachable: {e}") from None
 
-    def charge(self, reference: str, account_id: int, amount: int, key: str | None = None) -> dict:
+    def charge(self, reference: str, account_id: int, amount: int, key: str | None = None,
+               timeout_s: float | None = None) -> dict:
         headers = {"Content-Type": "application/json", **({"Idempotency-Key": key} if key else {})}
         body = json.dumps({"reference": reference, "account_id": account_id, "amount": amount}).encode()
-        return self._request(urllib.request.Request(f"{self.base_url}/charges", data=body, headers=headers))
+        return self._request(urllib.request.Request(f"{self.base_url}/charges", data=body, headers=headers),
+                             timeout_s)
 
-    def find(self, reference: str) -> list[int]:
+    def find(self, reference: str, timeout_s: float | None = None) -> list[int]:
         """Charge IDs that landed for `reference` (lookup mode only)."""
         query = urllib.parse.urlencode({"reference": reference})
-        return self._request(urllib.request.Request(f"{self.base_url}/charges?{query}"))["charges"]
+        return self._request(urllib.request.Request(f"{self.base_url}/charges?{query}"), timeout_s)["charges"]
 
 
 class Running:

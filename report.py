@@ -253,12 +253,12 @@ def external_section() -> str:
     if external is None:
         return "_No M5 results yet: run `python measure_external.py --policy all --runs 5`._\n"
     rows = ["| Policy | Runs | Kills | Crashes before / after the call | Duplicate charges | Lost charges "
-            "| Exact balances |", "|---|---:|---:|---:|---:|---:|---:|"]
+            "| Leases run short / taken over | Exact balances |", "|---|---:|---:|---:|---:|---:|---:|---:|"]
     for policy, s in external["summary"].items():
         t = s["totals"]
         rows.append(f"| {POLICY_NAMES[policy]} | {s['runs']} | {t['kills']} | {t['crashed_before_call']} / "
                     f"{t['crashed_after_call']} | {t['duplicates']} | {t['lost']} "
-                    f"| {s['balances_exact_runs']} of {s['runs']} |")
+                    f"| {t['lease_short']} / {t['lease_taken_over']} | {s['balances_exact_runs']} of {s['runs']} |")
     c = external["config"]
     return ("\n".join(rows) + f"\n\nTotals over all runs; counted on the provider's side (its own table of "
             f"charges). Each run: {c['events']:,} credits, {c['kills']} SIGKILLs {c['life'][0]:g}–{c['life'][1]:g} s "

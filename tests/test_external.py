@@ -1,6 +1,7 @@
 """Effects behind an HTTP call, against the repo's own provider (a real HTTP service on
 loopback, its charges in Postgres): each redelivery rule, and the outbox relay."""
 import threading
+import time
 
 import pytest
 
@@ -36,7 +37,7 @@ def state(conn, event_id="evt-1"):
 def died_holding_the_lease(conn, client, called: bool, key=True):
     """An earlier handler claimed evt-1, maybe called the provider, and died before mark-done;
     its lease has run out (set in the past here, rather than waited for)."""
-    assert ext.claim(conn, "evt-1", lease_s=30) == "fresh"
+    assert ext.claim(conn, "evt-1", lease_s=30) == ("fresh", 1)
     if called:
         client.charge("evt-1", 1, 25, key=ext.effect_key("evt-1") if key else None)
     conn.execute("UPDATE external_effects SET locked_until = now() - interval '1 second'")
@@ -51,10 +52,27 @@ def test_done_means_skip(conn, provider_in):
 
 def test_a_live_lease_means_someone_is_on_it(conn, provider_in):
     client = provider_in("none")
-    assert ext.claim(conn, "evt-1", lease_s=30) == "fresh"
+    assert ext.claim(conn, "evt-1", lease_s=30) == ("fresh", 1)
     with pytest.raises(ext.LeaseHeld):
         ext.handle_external(conn, "evt-1", EVENT, client=client, policy="retry", lease_s=0.1)
     assert charges(conn) == 0 and state(conn) == ("processing", 1)
+
+
+def test_a_handler_whose_lease_runs_short_does_not_call(conn, provider_in):
+    client = provider_in("none")
+    with pytest.raises(ext.LeaseRunningOut):  # a stall between claim and call outlasts 3/4 of the lease
+        ext.handle_external(conn, "evt-1", EVENT, client=client, policy="retry", lease_s=0.2,
+                            before_call=lambda event_id: time.sleep(0.2))
+    assert charges(conn) == 0 and state(conn) == ("processing", 1)
+
+
+def test_a_mark_done_after_a_takeover_is_refused(conn):
+    assert ext.claim(conn, "evt-1", lease_s=30) == ("fresh", 1)
+    conn.execute("UPDATE external_effects SET locked_until = now() - interval '1 second'")
+    assert ext.claim(conn, "evt-1", lease_s=30) == ("expired", 2)  # a second handler took the lease over
+    assert ext.mark_done(conn, "evt-1", attempt=1) is False
+    assert state(conn) == ("processing", 2)
+    assert ext.mark_done(conn, "evt-1", attempt=2) is True and state(conn) == ("done", 2)
 
 
 def test_expired_lease_with_keys_calls_again_and_the_provider_replays(conn, provider_in):
