@@ -49,7 +49,7 @@ measure: up
 	for v in b c; do $(PY) measure_rebalance.py --variant $$v --group-protocol consumer --slow-seconds 20 \
 	  --runs 5 --out results/rebalance-$$v-consumer-stall20.json || exit 1; done
 	$(PY) measure_storage.py --runs 5 --rows 1000000
-	$(PY) measure_external.py --policy all --runs 5 --kills 20 --events 2000
+	$(PY) measure_external.py --policy all --runs 5
 	for f in pg-restart broker-restart partition-broker partition-db; do for v in b c d; do \
 	  $(PY) measure_faults.py --fault $$f --variant $$v --runs 5 || exit 1; done; done
 	for v in b c; do $(PY) measure_faults.py --fault share-lock --variant $$v --runs 5 || exit 1; done

@@ -8,9 +8,13 @@ expired lease risks a duplicate (retry), giving up risks a loss (skip).
 
 Workload: `--events` credits published up front; the side effect is an HTTP
 charge to provider.py (a real service on loopback, its own table in Postgres).
-Fault: the consumer (and, for outbox, the relay) is SIGKILLed `--kills` times
-on M1's seeded schedule, and every `--crash-every`-th event's first call is
-followed by os._exit() before its mark-done, the worst moment. Recovery: a
+Fault: `--kills` lives of the consumer (and, for outbox, the relay), each
+SIGKILLed `--life` seconds after its first call on M1's seeded schedule, a
+random point; and two planted crashes, os._exit() right after the call of
+every `--crash-every`-th event, before its mark-done (the call landed and
+nothing records it), and right after the claim of every `--crash-before-every`-th,
+before its call (nothing landed, and the lease says someone was on it). The
+rates are sparse enough that most lives still end by the SIGKILL. Recovery: a
 final consumer (and relay) runs until the lag is 0, no effect is left
 `processing`, the outbox is empty and the charges are still. Checker:
 harness.check on (published events, the provider's charges). Beside it, how
@@ -21,7 +25,7 @@ they are where a lookup-policy duplicate would come from.
 
 Assumptions: the stack is up and nothing else measures on it.
 
-    python measure_external.py --policy all --runs 5 --kills 20 --events 2000
+    python measure_external.py --policy all --runs 5
 """
 import collections
 import json
@@ -150,7 +154,8 @@ def run_once(policy: str, run: int, config: dict, log_dir, keep: bool) -> dict:
     return {"variant": policy, "run": run, "provider_mode": mode, "seed": config["seed"] + run,
             "events": config["events"], "kills": len(kill_log),
             "crashed_after_call": sum(k["crashed_itself"] == "after call" for k in kill_log),
-            "crashed_before_call": sum(k["crashed_itself"] == "before call" for k in kill_log), **verdict,
+            "crashed_before_call": sum(k["crashed_itself"] == "before call" for k in kill_log),
+            "killed_at_random": sum(k["crashed_itself"] is None for k in kill_log), **verdict,
             "charges": verdict["ledger_rows"],
             **{name: counted[name] for name in ("lease_short", "lease_taken_over", "provider_failed")},
             "wall_s": round(time.monotonic() - started, 1), "kill_log": kill_log}
@@ -163,22 +168,22 @@ def summarise(runs: list[dict]) -> dict:
         if mine:
             summary[policy] = {"runs": len(mine), "balances_exact_runs": sum(r["balances_exact"] for r in mine),
                                "totals": {f: sum(r[f] for r in mine) for f in (
-                                   "duplicates", "lost", "kills", "crashed_after_call", "crashed_before_call",
-                                   "lease_short", "lease_taken_over", "provider_failed")},
+                                   "duplicates", "lost", "kills", "killed_at_random", "crashed_after_call",
+                                   "crashed_before_call", "lease_short", "lease_taken_over", "provider_failed")},
                                **{f: harness.stats(r[f] for r in mine) for f in ("duplicates", "lost")}}
     return summary
 
 
 def table(summary: dict) -> str:
-    lines = ["policy   runs  kills  crashes before/after call  duplicate charges  lost charges  "
+    lines = ["policy   runs  kills  random  crashes before/after call  duplicate charges  lost charges  "
              "leases short/taken  exact",
-             "-------  ----  -----  -------------------------  -----------------  ------------  "
+             "-------  ----  -----  ------  -------------------------  -----------------  ------------  "
              "------------------  -----"]
     for policy, s in summary.items():
         t = s["totals"]
         crashes = f"{t['crashed_before_call']}/{t['crashed_after_call']}"
         leases = f"{t['lease_short']}/{t['lease_taken_over']}"
-        lines.append(f"{policy:<7}  {s['runs']:>4}  {t['kills']:>5}  {crashes:>25}  "
+        lines.append(f"{policy:<7}  {s['runs']:>4}  {t['kills']:>5}  {t['killed_at_random']:>6}  {crashes:>25}  "
                      f"{t['duplicates']:>17}  {t['lost']:>12}  {leases:>18}  {s['balances_exact_runs']}/{s['runs']}")
     return "\n".join(lines) + "\n(totals over all runs)"
 
@@ -211,14 +216,14 @@ def parse_args(argv=None):
     parser.add_argument("--policy", required=True, choices=(*POLICIES, "all"))
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--kills", type=int, default=20)
-    parser.add_argument("--events", type=int, default=2000)
+    parser.add_argument("--events", type=int, default=3000)
     parser.add_argument("--partitions", type=int, default=6)
     parser.add_argument("--work-ms", type=float, default=0)
-    parser.add_argument("--life", type=life_range, default=(1.0, 8.0), metavar="MIN,MAX")
+    parser.add_argument("--life", type=life_range, default=(0.5, 3.0), metavar="MIN,MAX")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--lease-s", type=float, default=2.0)
-    parser.add_argument("--crash-every", type=int, default=97, help="crash after the call of every N-th event")
-    parser.add_argument("--crash-before-every", type=int, default=89,
+    parser.add_argument("--crash-every", type=int, default=500, help="crash after the call of every N-th event")
+    parser.add_argument("--crash-before-every", type=int, default=450,
                         help="crash between the claim and the call of every N-th event (ext only)")
     parser.add_argument("--session-timeout-ms", type=int, default=6000)
     parser.add_argument("--out", default=str(harness.RESULTS / "external.json"))

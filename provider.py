@@ -4,7 +4,8 @@ every charge it performs in its own Postgres table.
 Claim: it behaves like the providers the post names, in three modes:
 
     keys    a repeated Idempotency-Key returns the first response and charges
-            nothing more, as Stripe does (a key still in flight gets 409)
+            nothing more, as Stripe does; a request whose key is still in
+            flight waits for the first one and gets its answer (Stripe says 409)
     lookup  keys are ignored, but GET /charges?reference=R says whether a
             charge for R landed, as Postmark's metadata and webhooks allow
     none    neither: every POST is a new charge
@@ -42,7 +43,7 @@ CREATE TABLE IF NOT EXISTS provider_charges (
 CREATE INDEX IF NOT EXISTS provider_charges_reference ON provider_charges (reference);
 CREATE TABLE IF NOT EXISTS provider_keys (
     idempotency_key text PRIMARY KEY,
-    response        jsonb             -- NULL while the first request with this key is in flight
+    response        jsonb             -- set in the same transaction as the key's row, so never seen NULL
 );
 """
 
@@ -64,12 +65,12 @@ def charge_once(conn: psycopg.Connection, mode: str, key: str | None, body: dict
         with conn.transaction():
             return 200, charge()
     with conn.transaction():
+        # A second request with a key in flight blocks on this insert until the first one
+        # commits (key, charge and response together), then reads the stored response.
         first = conn.execute("INSERT INTO provider_keys (idempotency_key) VALUES (%s) ON CONFLICT DO NOTHING "
                              "RETURNING 1", (key,)).fetchone()
         if first is None:
             stored = conn.execute("SELECT response FROM provider_keys WHERE idempotency_key = %s", (key,)).fetchone()
-            if stored[0] is None:
-                return 409, {"error": "a request with this Idempotency-Key is in progress"}
             return 200, {**stored[0], "replayed": True}
         response = charge()
         conn.execute("UPDATE provider_keys SET response = %s WHERE idempotency_key = %s",

@@ -252,19 +252,22 @@ def external_section() -> str:
     external = load("external.json")
     if external is None:
         return "_No M5 results yet: run `python measure_external.py --policy all --runs 5`._\n"
-    rows = ["| Policy | Runs | Kills | Crashes before / after the call | Duplicate charges | Lost charges "
-            "| Leases run short / taken over | Exact balances |", "|---|---:|---:|---:|---:|---:|---:|---:|"]
+    rows = ["| Policy | Runs | Lives | SIGKILLed at random | Crashed before / after the call | Duplicate charges "
+            "| Lost charges | Leases run short / taken over | Exact balances |",
+            "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for policy, s in external["summary"].items():
         t = s["totals"]
-        rows.append(f"| {POLICY_NAMES[policy]} | {s['runs']} | {t['kills']} | {t['crashed_before_call']} / "
+        rows.append(f"| {POLICY_NAMES[policy]} | {s['runs']} | {t['kills']} | {t['killed_at_random']} "
+                    f"| {t['crashed_before_call']} / "
                     f"{t['crashed_after_call']} | {t['duplicates']} | {t['lost']} "
                     f"| {t['lease_short']} / {t['lease_taken_over']} | {s['balances_exact_runs']} of {s['runs']} |")
     c = external["config"]
     return ("\n".join(rows) + f"\n\nTotals over all runs; counted on the provider's side (its own table of "
-            f"charges). Each run: {c['events']:,} credits, {c['kills']} SIGKILLs {c['life'][0]:g}–{c['life'][1]:g} s "
-            f"after the first call, plus a crash right after the call of every {c['crash_every']}th event and "
-            f"right before the call of every {c['crash_before_every']}th (the first time each is handled), lease "
-            f"{c['lease_s']:g} s. From `results/external.json`: {provenance(external)}.\n")
+            f"charges). Each run: {c['events']:,} credits and {c['kills']} lives of the consumer, each SIGKILLed "
+            f"{c['life'][0]:g}–{c['life'][1]:g} s after its first call unless it crashed itself first: right after "
+            f"the call of every {c['crash_every']}th event, or right after the claim (before the call) of every "
+            f"{c['crash_before_every']}th, the first time each is handled. Lease {c['lease_s']:g} s. "
+            f"From `results/external.json`: {provenance(external)}.\n")
 
 
 def faults_section() -> str:

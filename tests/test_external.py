@@ -82,6 +82,24 @@ def test_expired_lease_with_keys_calls_again_and_the_provider_replays(conn, prov
     assert charges(conn) == 1 and state(conn) == ("done", 2)
 
 
+def test_requests_racing_with_one_key_charge_once(conn, provider_in):
+    client = provider_in("keys")
+    start_together = threading.Barrier(8)
+    answers = []
+
+    def call():
+        start_together.wait(10)
+        answers.append(client.charge("evt-1", 1, 25, key="wallet-credits:evt-1"))
+
+    callers = [threading.Thread(target=call) for _ in range(8)]
+    for caller in callers:
+        caller.start()
+    for caller in callers:
+        caller.join(30)
+    assert charges(conn) == 1
+    assert len(answers) == 8 and len({answer["charge_id"] for answer in answers}) == 1
+
+
 @pytest.mark.parametrize("called, expected_charges", [(True, 1), (False, 1)])
 def test_expired_lease_with_lookup_asks_first(conn, provider_in, called, expected_charges):
     client = provider_in("lookup")
