@@ -119,10 +119,13 @@ def run_once(policy: str, run: int, config: dict, log_dir, keep: bool) -> dict:
                 time.sleep(life)
                 crashed_itself = {3: "after call", 4: "before call"}.get(worker.proc.poll())
                 worker.kill()
+                relay_crashed = None
                 if relay is not None:  # the relay dies with the consumer, and comes back with it
+                    relay_crashed = {3: "after call"}.get(relay.proc.poll())
                     relay.kill()
                     relay = start_relay(crashy)
                 kill_log.append({"kill": k, "life_s": life, "crashed_itself": crashed_itself,
+                                 "relay_crashed_itself": relay_crashed,
                                  "charges": len(charges(dsn)), "counts": dict(worker.counts)})
                 progress(f"{policy} run {run}: kill {k} of {config['kills']}, charges {kill_log[-1]['charges']}")
             if relay is not None:
@@ -153,7 +156,9 @@ def run_once(policy: str, run: int, config: dict, log_dir, keep: bool) -> dict:
             running.stop()
     return {"variant": policy, "run": run, "provider_mode": mode, "seed": config["seed"] + run,
             "events": config["events"], "kills": len(kill_log),
-            "crashed_after_call": sum(k["crashed_itself"] == "after call" for k in kill_log),
+            # The outbox consumer makes no call; its relay crashes after a call, before marking the row sent.
+            "crashed_after_call": sum("after call" in (k["crashed_itself"], k["relay_crashed_itself"])
+                                      for k in kill_log),
             "crashed_before_call": sum(k["crashed_itself"] == "before call" for k in kill_log),
             "killed_at_random": sum(k["crashed_itself"] is None for k in kill_log), **verdict,
             "charges": verdict["ledger_rows"],

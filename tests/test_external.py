@@ -125,18 +125,31 @@ def test_outbox_relay_on_two_workers_calls_once_per_row(dsn, conn, provider_in):
     for n in range(60):
         assert ext.handle_with_outbox(conn, f"evt-{n}", EVENT) is True
     assert ext.handle_with_outbox(conn, "evt-0", EVENT) is False  # a redelivery writes no second row
-    stop = threading.Event()
-    relays = [threading.Thread(target=ext.run_relay, args=(client, dsn, stop), kwargs={"batch": 5})
-              for _ in range(2)]
-    for relay in relays:
-        relay.start()
+    stop, first_holding, second_sent = threading.Event(), threading.Event(), threading.Event()
+    stalled = []
+
+    def first_waits_for_second(reference):
+        # The first relay holds its rows locked until the second has sent one: with SKIP
+        # LOCKED the second takes other rows; with a plain FOR UPDATE it would queue here.
+        first_holding.set()
+        if not second_sent.wait(10):
+            stalled.append(reference)
+
+    relays = [threading.Thread(target=ext.run_relay, args=(client, dsn, stop),
+                               kwargs={"batch": 5, "after_call": hook})
+              for hook in (first_waits_for_second, lambda reference: second_sent.set())]
     try:
+        relays[0].start()
+        assert first_holding.wait(30), "the first relay sent nothing"
+        relays[1].start()
         harness.wait_until(lambda: conn.execute("SELECT count(*) FROM outbox WHERE sent_at IS NULL").fetchone()[0]
                            == 0, 60, "the relays to empty the outbox", interval_s=0.1)
     finally:
         stop.set()
         for relay in relays:
-            relay.join(30)
+            if relay.is_alive():
+                relay.join(30)
+    assert not stalled, "the second relay waited on the first one's locked rows"
     per_reference = conn.execute("SELECT count(*), count(DISTINCT reference) FROM provider_charges").fetchone()
     assert per_reference == (60, 60)
 
