@@ -59,7 +59,10 @@ class FirstTime:
     def __init__(self, every: int, table: str):
         self.every, self.table = every, table
         if every:
-            with psycopg.connect(DSN, autocommit=True) as conn:
+            # Two processes starting together (the outbox consumer and its relay) would race on
+            # CREATE TABLE IF NOT EXISTS and one would fail; the lock makes the second wait and see it.
+            with psycopg.connect(DSN) as conn, conn.transaction():
+                conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (table,))
                 conn.execute(f"CREATE TABLE IF NOT EXISTS {table} (event_id text PRIMARY KEY)")
 
     def __call__(self, event_id: str, event: dict) -> bool:
