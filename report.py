@@ -263,10 +263,13 @@ def external_section() -> str:
                     f"| {t['lease_short']} / {t['lease_taken_over']} | {s['balances_exact_runs']} of {s['runs']} |")
     c = external["config"]
     return ("\n".join(rows) + f"\n\nTotals over all runs; counted on the provider's side (its own table of "
-            f"charges). Each run: {c['events']:,} credits and {c['kills']} lives of the consumer, each SIGKILLed "
+            f"charges). Each run: {c['events']:,} credits and up to {c['kills']} lives of the consumer (fewer once "
+            f"nothing is left to consume or send), each SIGKILLed "
             f"{c['life'][0]:g}–{c['life'][1]:g} s after its first call unless it crashed itself first: right after "
             f"the call of every {c['crash_every']}th event, or right after the claim (before the call) of every "
-            f"{c['crash_before_every']}th, the first time each is handled. Lease {c['lease_s']:g} s. "
+            f"{c['crash_before_every']}th, the first time each is handled. The outbox consumer makes no call: its "
+            f"crashes are the relay's (after a call, before marking the row sent), and the relay is killed and "
+            f"restarted with each life. Lease {c['lease_s']:g} s. "
             f"From `results/external.json`: {provenance(external)}.\n")
 
 

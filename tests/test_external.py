@@ -162,3 +162,26 @@ def test_keys_survive_hard_kills_and_crashes_around_the_call(tmp_path):
     record = measure_external.run_once("keys", 1, config, tmp_path, keep=False)
     assert record["crashed_after_call"] + record["crashed_before_call"] >= 1, record["kill_log"]
     assert (record["duplicates"], record["lost"], record["balances_exact"]) == (0, 0, True)
+
+
+def test_planted_crash_tables_survive_processes_starting_together(dsn, monkeypatch):
+    """The outbox consumer and its relay start together and both create the crash table;
+    without a lock one of them died on CREATE TABLE IF NOT EXISTS (it stopped an M5 run)."""
+    import worker
+
+    monkeypatch.setattr(worker, "DSN", dsn)
+    start_together, errors = threading.Barrier(6), []
+
+    def create():
+        start_together.wait(10)
+        try:
+            worker.FirstTime(5, "call_crashes")
+        except Exception as e:  # noqa: BLE001 - any failure here is the race
+            errors.append(e)
+
+    creators = [threading.Thread(target=create) for _ in range(6)]
+    for creator in creators:
+        creator.start()
+    for creator in creators:
+        creator.join(30)
+    assert errors == []
