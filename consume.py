@@ -20,6 +20,7 @@ confirmed the dead letter, so nothing is lost and the consumer keeps going.
 import contextlib
 import json
 import logging
+import random
 import threading
 import time
 
@@ -196,28 +197,48 @@ def consumer_config(group: str, **overrides) -> dict:
     }
 
 
-class Database:
-    """The consumer's connection, which outlives a database restart.
+# Errors after which the server has rolled the whole transaction back, committed nothing and
+# moved no offset: running the same work again is safe, and usually succeeds.
+ROLLED_BACK = {psycopg.errors.DeadlockDetected: "deadlock",
+               psycopg.errors.SerializationFailure: "serialization failure"}
+RETRIED_LOG = "transaction retried after %s (attempt %d of %d)"  # counted by the harnesses
 
-    `run(work, *args)` calls work(conn, *args). If the connection breaks, the transaction in
-    hand was rolled back by the server (or, if the break came during COMMIT,
-    may have committed: the inbox row tells on the retry), so no offset has
-    moved; it reconnects with a bounded backoff and calls work again with the
-    same message. After `give_up_s` without a connection it raises, and the
-    consumer stops without committing anything it has not applied.
+
+class Database:
+    """The consumer's connection, which outlives a database restart and a deadlock.
+
+    `run(work, *args)` calls work(conn, *args), where work is one transaction (and
+    whatever it does once that has committed). Two kinds of failure are retried:
+    - the server rolled the transaction back for a deadlock or a serialization
+      failure: nothing committed, so work runs again, at most `retries` times,
+      after a jittered backoff (so the two parties of a deadlock do not meet again);
+    - the connection broke: the transaction in hand was rolled back by the server
+      (or, if the break came during COMMIT, may have committed: the inbox row tells
+      on the retry), so no offset has moved; it reconnects with a bounded backoff
+      and calls work again with the same message. After `give_up_s` without a
+      connection it raises.
+    Any other error on a live connection is raised: the consumer stops without
+    committing anything it has not applied.
     """
 
-    def __init__(self, dsn: str, give_up_s: float = 120.0):
-        self.dsn, self.give_up_s = dsn, give_up_s
+    def __init__(self, dsn: str, give_up_s: float = 120.0, retries: int = 10):
+        self.dsn, self.give_up_s, self.retries = dsn, give_up_s, retries
         self.conn = psycopg.connect(dsn, autocommit=True)
 
     def run(self, work, *args):
+        rolled_back = 0
         for _ in range(1000):  # each pass is a fresh connection; the deadline ends it long before this
             try:
                 return work(self.conn, *args)
             except psycopg.OperationalError as e:
                 if not self.conn.closed and not self.conn.broken:
-                    raise  # a real error on a live connection (e.g. a deadlock) is not ours to hide
+                    cause = ROLLED_BACK.get(type(e))
+                    if cause is None or rolled_back >= self.retries:
+                        raise  # a real error on a live connection is not ours to hide
+                    rolled_back += 1
+                    log.warning(RETRIED_LOG, cause, rolled_back, self.retries)
+                    time.sleep(random.uniform(0, min(0.01 * 2 ** rolled_back, 1.0)))
+                    continue
                 log.warning("database connection lost (%s); reconnecting", str(e).strip().splitlines()[0])
                 self.reconnect()
         raise RuntimeError("gave up after 1000 reconnections")
@@ -296,15 +317,21 @@ def run(topic: str, group: str, apply=credit_account, *, handle=handle_once, dsn
 def credit_accounts(conn: psycopg.Connection, credits: list[tuple[str, dict]]) -> None:
     """The side effect for a batch, set-based: one statement for the ledger, one for the balances.
 
-    Accounts are locked in id order first, so two batches that credit the same
-    accounts queue up instead of deadlocking.
+    Lock order, and why it is deadlock-free: the inbox claim (handle_batch) takes its rows
+    in ID order, then this takes every account row it will touch, in id order, before
+    anything else touches accounts. The mode is FOR NO KEY UPDATE, the lock the balance
+    UPDATE itself takes, because the ledger INSERT's foreign-key check takes FOR KEY SHARE
+    on the same rows: KEY SHARE does not conflict with NO KEY UPDATE, so the check never
+    waits. (FOR UPDATE would conflict with it; locking after the INSERT would let two
+    batches each hold KEY SHARE on an account and wait for the other's: a deadlock.)
     """
     ids = [event_id for event_id, _ in credits]
     accounts = [event["account_id"] for _, event in credits]
     amounts = [event["amount"] for _, event in credits]
+    conn.execute("SELECT 1 FROM accounts WHERE id = ANY(%b) ORDER BY id FOR NO KEY UPDATE",
+                 (sorted(set(accounts)),))
     conn.execute("INSERT INTO ledger (event_id, account_id, amount) "
                  "SELECT * FROM unnest(%b::text[], %b::int[], %b::bigint[])", (ids, accounts, amounts))
-    conn.execute("SELECT 1 FROM accounts WHERE id = ANY(%b) ORDER BY id FOR UPDATE", (sorted(set(accounts)),))
     conn.execute("UPDATE accounts SET balance = balance + credit.total "
                  "FROM (SELECT id, sum(amount) AS total FROM unnest(%b::int[], %b::bigint[]) AS c(id, amount) "
                  "GROUP BY id) AS credit WHERE accounts.id = credit.id", (accounts, amounts))

@@ -30,6 +30,7 @@ from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, C
 from psycopg import sql
 from psycopg.conninfo import make_conninfo
 
+import consume
 from publish import ensure_topic, make_producer, publish_acknowledged
 from settings import BROKERS, DSN
 
@@ -115,14 +116,16 @@ class RunSpace:
 
 
 @contextlib.contextmanager
-def run_space(experiment: str, name: str, partitions: int, stalls: bool = False, keep: bool = False):
+def run_space(experiment: str, name: str, partitions: int, stalls: bool = False, keep: bool = False,
+              accounts: int = ACCOUNTS):
     """A fresh schema, topic and group for one run, with uuid suffixes, so that whatever a
     hard kill leaves behind cannot meet a later run; dropped on the way out unless `keep`.
     `stalls` adds the table the --slow-every handlers claim their first handling in, made
     here so that the workers never race to create it."""
     suffix = uuid.uuid4().hex[:8]
     schema = unique(f"{experiment}_{name}".replace("-", "_").replace(".", "_"))
-    space = RunSpace(schema, create_schema(schema), f"{experiment}.{name}.{suffix}", f"{experiment}-{name}-{suffix}")
+    space = RunSpace(schema, create_schema(schema, accounts), f"{experiment}.{name}.{suffix}",
+                     f"{experiment}-{name}-{suffix}")
     try:
         if stalls:
             with psycopg.connect(space.dsn, autocommit=True) as conn:
@@ -165,10 +168,11 @@ def make_events(count: int, prefix: str, accounts: int = ACCOUNTS, seed: int = 0
             for n in range(1, count + 1)]
 
 
-def produce_events(topic: str, events: list[tuple[str, dict]], timeout_s: float = 120.0,
+def produce_events(topic: str, events: list[tuple[str, dict]], timeout_s: float = 120.0, partitions=None,
                    **producer_overrides) -> list[str]:
-    """Publish every event or raise: a harness must know exactly what was published."""
-    acked = publish_acknowledged(make_producer(**producer_overrides), topic, events, timeout_s)
+    """Publish every event or raise: a harness must know exactly what was published.
+    `partitions`: each event's partition, in order (default: its key's)."""
+    acked = publish_acknowledged(make_producer(**producer_overrides), topic, events, timeout_s, partitions)
     if acked != len(events):
         raise RuntimeError(f"only {acked} of {len(events)} events were acknowledged by the broker")
     return [event_id for event_id, _ in events]
@@ -225,6 +229,34 @@ def effects(dsn: str) -> dict:
     return {"ledger": rows, "balances": balances}
 
 
+def provider_charges(dsn: str) -> list[tuple]:
+    """What provider.py charged: (reference, account, amount) rows, the ledger's shape."""
+    with psycopg.connect(dsn) as conn:
+        return conn.execute("SELECT reference, account_id, amount FROM provider_charges ORDER BY id").fetchall()
+
+
+def provider_applied(dsn: str) -> tuple[int, int]:
+    """(charges, distinct references among them): settle()'s `applied` for external effects."""
+    with psycopg.connect(dsn) as conn:
+        return conn.execute("SELECT count(*), count(DISTINCT reference) FROM provider_charges").fetchone()
+
+
+def external_pending(dsn: str) -> int:
+    """Effects still `processing`, and outbox rows not yet sent."""
+    with psycopg.connect(dsn) as conn:
+        return conn.execute("SELECT (SELECT count(*) FROM external_effects WHERE state <> 'done') + "
+                            "(SELECT count(*) FROM outbox WHERE sent_at IS NULL)").fetchone()[0]
+
+
+def provider_verdict(events: list[tuple[str, dict]], dsn: str) -> dict:
+    """The checker on the provider's side: charges stand in for ledger rows, and their sums for balances."""
+    rows = provider_charges(dsn)
+    balances = collections.Counter()
+    for _, account, amount in rows:
+        balances[account] += amount
+    return check(dict(events), rows, dict(balances))
+
+
 def ledger_count(dsn: str) -> int:
     with psycopg.connect(dsn) as conn:
         return conn.execute("SELECT count(*) FROM ledger").fetchone()[0]
@@ -270,7 +302,11 @@ COUNTED = {
     "lease_short": re.compile(r"LeaseRunningOut: "),
     "lease_taken_over": re.compile(r"taken over before its mark-done"),
     "provider_failed": re.compile(r"ProviderError: "),
+    # consume.Database: a transaction the server rolled back (deadlock, serialization failure), run again.
+    "retried": re.compile(re.escape(consume.RETRIED_LOG.split(" %s")[0]) + r" (\w+)"),
+    "died_of_deadlock": re.compile(r"DeadlockDetected: "),
 }
+ASSIGNMENT = re.compile(r"partitions (assigned|revoked|lost): (\S+)")  # consume.log_partitions
 
 
 class Worker:
@@ -291,6 +327,7 @@ class Worker:
         self.report: dict | None = None
         self.counts = collections.Counter()
         self.examples: dict[str, str] = {}
+        self.assignment: set[int] = set()  # the partitions it holds now, from its own log lines
         self.tail = collections.deque(maxlen=40)
         self._lock = threading.Lock()
         self._log = open(log_path, "a") if log_path else None
@@ -305,6 +342,11 @@ class Worker:
                 self.tail.append(line.rstrip())
                 if "first side effect" in line:
                     self.first_effect.set()
+                assigned = ASSIGNMENT.search(line)
+                if assigned:
+                    what, partitions = assigned.groups()
+                    held = set() if partitions == "none" else {int(p) for p in partitions.split(",")}
+                    self.assignment = held if what == "assigned" else self.assignment - held
                 if " report: " in line:  # a worker's own measurement, one JSON object
                     self.report = json.loads(line.split(" report: ", 1)[1])
                 for name, pattern in COUNTED.items():
@@ -352,6 +394,57 @@ class Worker:
             return "\n".join(self.tail)
 
 
+# config key -> worker.py flag, and the variants the flag means something to (None: all of them)
+WORKER_FLAGS = {
+    "work_ms": ("--work-ms", None),
+    "session_timeout_ms": ("--session-timeout-ms", None),
+    "heartbeat_interval_ms": ("--heartbeat-interval-ms", None),
+    "max_poll_interval_ms": ("--max-poll-interval-ms", None),
+    "group_protocol": ("--group-protocol", None),
+    "slow_every": ("--slow-every", None),
+    "slow_seconds": ("--slow-seconds", None),
+    "batch": ("--batch", {"d", "raw"}),
+    "policy": ("--policy", {"ext"}),
+    "lease_s": ("--lease-s", {"ext"}),
+}
+
+
+def worker_args(variant: str, config: dict, provider_url: str | None = None) -> tuple:
+    """The worker.py flags for `variant` from a harness's config: each key that the variant
+    understands and the config sets (not None, not 0)."""
+    args = []
+    for key, (flag, only) in WORKER_FLAGS.items():
+        if config.get(key) and (only is None or variant in only):
+            args += [flag, config[key]]
+    if provider_url and variant in ("ext", "outbox", "relay"):
+        args += ["--provider-url", provider_url]
+    return tuple(args)
+
+
+def progress(text: str) -> None:
+    print(text, file=sys.stderr, flush=True)
+
+
+def drive(name: str, out, config: dict, variants, run_once, summarise, table, verdict_line,
+          force: bool = False) -> dict:
+    """The loop every measurement runs: runs interleaved across variants (so machine noise
+    spreads over all of them), a finished run resumed rather than repeated, a verdict line
+    and the record's plain counts after each, the summary table at the end."""
+    results = ResultsFile(name, Path(out), config, force)
+    with measurement_lock(name):
+        for run in range(1, config["runs"] + 1):
+            for variant in variants:
+                if results.done(variant=variant, run=run):
+                    continue
+                progress(f"{name}: {variant} run {run} of {config['runs']}")
+                record = run_once(variant, run, config)
+                results.add(record, summarise)
+                print(verdict_line(record))
+                print(json.dumps({k: v for k, v in record.items() if not isinstance(v, (list, dict))}), flush=True)
+    results.close(table)
+    return results.document
+
+
 def log_dir() -> Path:
     """Where the workers' logs go (results/logs, not committed)."""
     path = RESULTS / "logs"
@@ -365,25 +458,33 @@ def distinct_applied(dsn: str) -> int:
 
 
 def settle(workers: list[Worker], dsn: str, events: int, deadline_s: float, group: str | None = None,
-           topic: str | None = None, still_s: float = 4.0) -> float:
+           topic: str | None = None, still_s: float = 4.0, *, applied=None, pending=None,
+           tolerate_exits: bool = False) -> float:
     """The recovery phase for workers that run on: wait until every event is applied, no
     handler is mid-stall, the group's lag is 0 (a share group, given no group, has none to
-    read) and the ledger has been still for `still_s`, so that a zombie's late write lands
-    inside the window. Returns the seconds it took; RuntimeError with the state at the deadline."""
+    read), nothing is `pending` and the effects have been still for `still_s`, so that a
+    zombie's late write lands inside the window. `applied(dsn)` gives (effects, distinct
+    event IDs among them); the ledger's by default. A worker that exits stops the run,
+    unless `tolerate_exits` (the race harness counts the dead; the rest take over their
+    partitions). Returns the seconds it took; RuntimeError with the state at the deadline."""
+    applied = applied or (lambda d: (ledger_count(d), distinct_applied(d)))
     started = time.monotonic()
     last_rows, still_since, state = -1, started, ""
     while time.monotonic() - started < deadline_s:
         time.sleep(0.5)
-        rows, applied = ledger_count(dsn), distinct_applied(dsn)
+        rows, distinct = applied(dsn)
         behind = lag(group, topic) if group else 0
+        waiting = pending(dsn) if pending else 0
         stalled = sum(w.counts.get("stalls", 0) - w.counts.get("stalls_over", 0) for w in workers)
         if rows != last_rows:
             last_rows, still_since = rows, time.monotonic()
-        state = f"{applied} of {events} events applied, lag {behind}, {stalled} handlers stalled, ledger rows {rows}"
-        if applied >= events and behind == 0 and stalled == 0 and time.monotonic() - still_since >= still_s:
+        state = (f"{distinct} of {events} events applied, lag {behind}, {waiting} pending, "
+                 f"{stalled} handlers stalled, effects {rows}")
+        if (distinct >= events and behind == 0 and waiting == 0 and stalled == 0
+                and time.monotonic() - still_since >= still_s):
             return round(time.monotonic() - started, 1)
         dead = [w for w in workers if w.proc.poll() is not None]
-        if dead:
+        if dead and (not tolerate_exits or len(dead) == len(workers)):
             raise RuntimeError(f"a worker exited ({dead[0].proc.returncode}) mid-run:\n{dead[0].log_tail()}")
     raise RuntimeError(f"the run did not settle within {deadline_s:g}s: {state}")
 

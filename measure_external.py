@@ -32,8 +32,6 @@ import json
 import sys
 import time
 
-import psycopg
-
 import cli
 import harness
 import provider
@@ -47,17 +45,6 @@ POLICIES = {
     "skip": ("none", "ext", "skip"),
     "outbox": ("keys", "outbox", "keys"),
 }
-
-
-def pending(dsn: str) -> int:
-    with psycopg.connect(dsn) as conn:
-        return conn.execute("SELECT (SELECT count(*) FROM external_effects WHERE state <> 'done') + "
-                            "(SELECT count(*) FROM outbox WHERE sent_at IS NULL)").fetchone()[0]
-
-
-def charges(dsn: str) -> list[tuple]:
-    with psycopg.connect(dsn) as conn:
-        return conn.execute("SELECT reference, account_id, amount FROM provider_charges ORDER BY id").fetchall()
 
 
 def wait_for_effect_or_exit(worker: harness.Worker, group: str, topic: str, timeout_s: float) -> str:
@@ -112,7 +99,7 @@ def run_once(policy: str, run: int, config: dict, log_dir, keep: bool) -> dict:
             for k, life in enumerate(kill_schedule(config["seed"] + run, config["kills"], config["life"]), 1):
                 worker = start(variant, (*common, *crashy))
                 outcome = wait_for_effect_or_exit(worker, group, topic, 120)
-                if outcome == "idle" and pending(dsn) == 0:
+                if outcome == "idle" and harness.external_pending(dsn) == 0:
                     worker.kill()
                     break
                 # The kill schedule; the worker (or, once the topic is read, the relay) may crash itself meanwhile.
@@ -126,7 +113,7 @@ def run_once(policy: str, run: int, config: dict, log_dir, keep: bool) -> dict:
                     relay = start_relay(crashy)
                 kill_log.append({"kill": k, "life_s": life, "crashed_itself": crashed_itself,
                                  "relay_crashed_itself": relay_crashed,
-                                 "charges": len(charges(dsn)), "counts": dict(worker.counts)})
+                                 "charges": len(harness.provider_charges(dsn)), "counts": dict(worker.counts)})
                 progress(f"{policy} run {run}: kill {k} of {config['kills']}, charges {kill_log[-1]['charges']}")
             if relay is not None:
                 relay.kill()
@@ -135,20 +122,17 @@ def run_once(policy: str, run: int, config: dict, log_dir, keep: bool) -> dict:
             last, still_since, deadline = -1, time.monotonic(), time.monotonic() + 300
             while time.monotonic() < deadline:
                 time.sleep(0.5)
-                count = len(charges(dsn))
+                count = len(harness.provider_charges(dsn))
                 if count != last:
                     last, still_since = count, time.monotonic()
-                if harness.lag(group, topic) == 0 and pending(dsn) == 0 and time.monotonic() - still_since > 3:
+                settled = harness.lag(group, topic) == 0 and harness.external_pending(dsn) == 0
+                if settled and time.monotonic() - still_since > 3:
                     break
             else:
                 raise RuntimeError(f"{policy} run {run} did not settle: lag {harness.lag(group, topic)}, "
-                                   f"pending {pending(dsn)}\n{final.log_tail()}")
+                                   f"pending {harness.external_pending(dsn)}\n{final.log_tail()}")
             final.stop()
-            rows = charges(dsn)
-            balances = {}
-            for _, account, amount in rows:
-                balances[account] = balances.get(account, 0) + amount
-            verdict = harness.check(dict(events), rows, balances)
+            verdict = harness.provider_verdict(events, dsn)
             counted = sum((w.counts for w in workers), collections.Counter())
         finally:
             if relay is not None:

@@ -9,6 +9,7 @@ auto-create topics); `KAFKA_BROKERS` points at the broker (settings.py).
 
     python publish.py 1000        # 1,000 demo credits to consumer.deposits
 """
+import itertools
 import json
 import sys
 
@@ -32,10 +33,15 @@ def make_producer(**overrides) -> Producer:
     })
 
 
-def publish(producer: Producer, topic: str, event_id: str, event: dict, on_delivery=None) -> None:
-    """Queue one event; the ID rides in a header, the account is the key (one partition per account)."""
+def publish(producer: Producer, topic: str, event_id: str, event: dict, on_delivery=None,
+            partition: int | None = None) -> None:
+    """Queue one event; the ID rides in a header, the account is the key (one partition per account).
+
+    `partition` overrides the key's partition: the race harness puts an event's copies on
+    partitions of its choosing, as a republish under another key would."""
     producer.produce(
         topic,
+        **({} if partition is None else {"partition": partition}),
         key=str(event["account_id"]).encode(),
         value=json.dumps(event).encode(),
         headers=[("event_id", event_id.encode())],
@@ -62,8 +68,9 @@ def demo_event(n: int) -> tuple[str, dict]:
     return f"evt-{n}", {"account_id": n % 100 + 1, "amount": n % 10 + 1}
 
 
-def publish_acknowledged(producer: Producer, topic: str, events, timeout_s: float = 60.0) -> int:
-    """Publish (event_id, event) pairs; return how many the broker acknowledged within the deadline."""
+def publish_acknowledged(producer: Producer, topic: str, events, timeout_s: float = 60.0, partitions=None) -> int:
+    """Publish (event_id, event) pairs; return how many the broker acknowledged within the deadline.
+    `partitions`, if given, names each pair's partition, in the same order."""
     acked = 0
     failures = []
 
@@ -75,10 +82,10 @@ def publish_acknowledged(producer: Producer, topic: str, events, timeout_s: floa
             failures.append(err)
 
     sent = 0
-    for event_id, event in events:
+    for (event_id, event), partition in zip(events, partitions or itertools.repeat(None), strict=False):
         for _ in range(120):
             try:
-                publish(producer, topic, event_id, event, on_delivery=delivered)
+                publish(producer, topic, event_id, event, on_delivery=delivered, partition=partition)
                 break
             except BufferError:  # local queue full: let deliveries drain it
                 producer.poll(0.5)
