@@ -7,3 +7,31 @@ class Parser(argparse.ArgumentParser):
     def error(self, message):
         print(f"{self.prog}: {message} (see --help)", file=sys.stderr)
         sys.exit(2)
+
+
+def measurement(description: str, out: str | None, *, events: int | None = None, partitions: int | None = 6,
+                work_ms: float | None = None, seed: bool = True, keep: bool = False) -> Parser:
+    """The parser every measure_*.py starts from: the flags they all share (--runs, --seed,
+    --out, --force; --events, --partitions and --work-ms where the measurement has them)."""
+    parser = Parser(description=description)
+    parser.add_argument("--runs", type=int, default=5)
+    if events is not None:
+        parser.add_argument("--events", type=int, default=events)
+    if partitions is not None:
+        parser.add_argument("--partitions", type=int, default=partitions)
+    if work_ms is not None:
+        parser.add_argument("--work-ms", type=float, default=work_ms, help="handler sleep per message")
+    if seed:
+        parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--out", default=out, help=f"results JSON (default {out})" if out else "results JSON")
+    parser.add_argument("--force", action="store_true", help="overwrite an --out file with another config")
+    if keep:
+        parser.add_argument("--keep", action="store_true", help="keep each run's schema and topic")
+    return parser
+
+
+def at_least(parser: argparse.ArgumentParser, args, least: int, *names: str) -> None:
+    """One line naming the first of `names` below `least`."""
+    for name in names:
+        if getattr(args, name) < least:
+            parser.error(f"--{name.replace('_', '-')} must be at least {least}")

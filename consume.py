@@ -25,7 +25,7 @@ import threading
 import time
 
 import psycopg
-from confluent_kafka import Consumer, KafkaException, Message, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaException, Message, Producer
 
 import cli
 from publish import DEMO_TOPIC, ensure_topic, make_producer
@@ -36,18 +36,15 @@ MAX_EVENT_ID_BYTES = 512  # far above any UUID; a B-tree entry has a hard size l
 DEAD_LETTER_TIMEOUT_S = 30.0
 log = logging.getLogger("consume")
 
+# The lines the lab's harnesses count, printed here and nowhere else (harness.py parses them).
+SKIPPED_LOG = "skipped duplicate %s"
+DEAD_LETTERED_LOG = "dead-lettered %s/%s/%s: %s"
+COMMIT_FAILED_LOG = "offset commit failed: %s"
+PARTITIONS_LOG = "partitions %s: %s"  # assigned, revoked or lost: who owns what, when
+RETRIED_LOG = "transaction retried after %s (attempt %d of %d)"
 
-class PoisonMessage(Exception):
-    """A message that no retry can fix; it is dead-lettered with this reason."""
 
-    def __init__(self, reason: str):
-        super().__init__(reason)
-        self.reason = reason
-
-
-class DeadLetterFailed(Exception):
-    """The broker did not confirm a dead letter, so the offset must not move past it."""
-
+# --- the pattern: the side effect and the dedup, in one transaction ----------------------
 
 def credit_account(conn: psycopg.Connection, event_id: str, event: dict) -> None:
     """The side effect. An increment: running it twice credits twice."""
@@ -80,6 +77,95 @@ def handle_once(conn: psycopg.Connection, event_id: str, event: dict, apply=cred
             return False
         apply(conn, event_id, event)  # if this raises, the inbox row rolls back with it
     return True
+
+
+# --- one message to a durable outcome, then its offset -----------------------------------
+
+def process(conn: psycopg.Connection, msg: Message, dead_letters: Producer, handle, apply) -> str:
+    """Bring one message to a durable outcome: "applied", "skipped" or "dead-lettered".
+
+    `handle(conn, event_id, event, apply)` is the dedup step: handle_once, unless a
+    variant swaps it. A poison message is parked before this returns, so its offset
+    may be committed like any other's."""
+    try:
+        event_id = checked_event_id(msg)
+        event = parse_event(msg.value())
+        applied = handle(conn, event_id, event, apply)
+    except PoisonMessage as poison:
+        dead_letter(dead_letters, msg, poison.reason)
+        log.warning(DEAD_LETTERED_LOG, msg.topic(), msg.partition(), msg.offset(), poison.reason)
+        return "dead-lettered"
+    if not applied:
+        log.info(SKIPPED_LOG, event_id)
+        return "skipped"
+    return "applied"
+
+
+def commit_offset(consumer: Consumer, msg: Message) -> bool:
+    """Synchronously commit the offset after msg; a failure is logged, never raised.
+
+    A failed commit means the partition moved to another member (or the group
+    forgot us). Its next owner gets the message again and the inbox skips it.
+    """
+    try:
+        consumer.commit(message=msg, asynchronous=False)
+    except KafkaException as e:
+        log.warning(COMMIT_FAILED_LOG, e.args[0].name())
+        return False
+    return True
+
+
+def consumer_config(group: str, **overrides) -> dict:
+    return {
+        "bootstrap.servers": BROKERS,
+        "group.id": group,
+        # Off: the client would otherwise commit on a timer, for messages it has
+        # merely handed us. We commit ourselves, after Postgres has.
+        "enable.auto.commit": False,
+        # A group with no committed offset starts at the beginning of the topic;
+        # librdkafka's default, latest, would silently skip the backlog.
+        "auto.offset.reset": "earliest",
+        **overrides,
+    }
+
+
+def run(topic: str, group: str, apply=credit_account, *, handle=None, dsn: str = DSN,
+        stop: threading.Event | None = None, after_db_commit=None, **overrides) -> None:
+    """Consume `topic` as `group` until `stop` is set (or forever): each message through
+    handle_once in one transaction, then its offset commit.
+
+    `overrides` are librdkafka settings, e.g. run(t, g, **{"session.timeout.ms": 6000}).
+    `handle` replaces handle_once (the lab's variants without the inbox, or with an
+    external effect); `after_db_commit(msg, outcome)` runs between the database commit
+    and the offset commit, where crashes hurt most.
+    """
+    handle = handle or handle_once
+    with consuming(topic, group, dsn, overrides) as (consumer, dead_letters, db):
+        while stop is None or not stop.is_set():
+            msg = consumer.poll(0.5)
+            if msg is None:
+                continue
+            if msg.error():
+                log.warning("consumer error: %s", msg.error())
+                continue
+            outcome = db.run(process, msg, dead_letters, handle, apply)
+            if after_db_commit is not None:
+                after_db_commit(msg, outcome)
+            commit_offset(consumer, msg)
+
+
+# --- what a message must carry, and where poison goes ------------------------------------
+
+class PoisonMessage(Exception):
+    """A message that no retry can fix; it is dead-lettered with this reason."""
+
+    def __init__(self, reason: str):
+        super().__init__(reason)
+        self.reason = reason
+
+
+class DeadLetterFailed(Exception):
+    """The broker did not confirm a dead letter, so the offset must not move past it."""
 
 
 def event_id_of(msg: Message) -> str | None:
@@ -152,56 +238,12 @@ def dead_letter(producer: Producer, msg: Message, reason: str) -> None:
         raise DeadLetterFailed(f"dead letter rejected: {outcome[0]}")
 
 
-def process(conn: psycopg.Connection, msg: Message, dead_letters: Producer,
-            handle=handle_once, apply=credit_account) -> str:
-    """Bring one message to a durable outcome: "applied", "skipped" or "dead-lettered"."""
-    try:
-        event_id = checked_event_id(msg)
-        event = parse_event(msg.value())
-        applied = handle(conn, event_id, event, apply)
-    except PoisonMessage as poison:
-        dead_letter(dead_letters, msg, poison.reason)
-        log.warning("dead-lettered %s/%s/%s: %s", msg.topic(), msg.partition(), msg.offset(), poison.reason)
-        return "dead-lettered"
-    if not applied:
-        log.info("skipped duplicate %s", event_id)
-        return "skipped"
-    return "applied"
-
-
-def commit_offset(consumer: Consumer, msg: Message) -> bool:
-    """Synchronously commit the offset after msg; a failure is logged, never raised.
-
-    A failed commit means the partition moved to another member (or the group
-    forgot us). Its next owner gets the message again and the inbox skips it.
-    """
-    try:
-        consumer.commit(message=msg, asynchronous=False)
-    except KafkaException as e:
-        log.warning("offset commit failed: %s", e.args[0].name())
-        return False
-    return True
-
-
-def consumer_config(group: str, **overrides) -> dict:
-    return {
-        "bootstrap.servers": BROKERS,
-        "group.id": group,
-        # Off: the client would otherwise commit on a timer, for messages it has
-        # merely handed us. We commit ourselves, after Postgres has.
-        "enable.auto.commit": False,
-        # A group with no committed offset starts at the beginning of the topic;
-        # librdkafka's default, latest, would silently skip the backlog.
-        "auto.offset.reset": "earliest",
-        **overrides,
-    }
-
+# --- plumbing: a connection that outlives the database, and the harness hooks ------------
 
 # Errors after which the server has rolled the whole transaction back, committed nothing and
 # moved no offset: running the same work again is safe, and usually succeeds.
 ROLLED_BACK = {psycopg.errors.DeadlockDetected: "deadlock",
                psycopg.errors.SerializationFailure: "serialization failure"}
-RETRIED_LOG = "transaction retried after %s (attempt %d of %d)"  # counted by the harnesses
 
 
 class Database:
@@ -263,7 +305,7 @@ class Database:
 
 def log_partitions(what: str):
     def callback(consumer, partitions):
-        log.info("partitions %s: %s", what, ",".join(str(p.partition) for p in partitions) or "none")
+        log.info(PARTITIONS_LOG, what, ",".join(str(p.partition) for p in partitions) or "none")
     return callback
 
 
@@ -288,147 +330,6 @@ def consuming(topic: str, group: str, dsn: str, overrides: dict):
         if db is not None:
             db.close()
         consumer.close()
-
-
-def run(topic: str, group: str, apply=credit_account, *, handle=handle_once, dsn: str = DSN,
-        stop: threading.Event | None = None, after_db_commit=None, **overrides) -> None:
-    """Consume `topic` as `group` until `stop` is set (or forever).
-
-    `overrides` are librdkafka settings, e.g. run(t, g, **{"session.timeout.ms": 6000}).
-    `handle` is the dedup step (handle_once); `after_db_commit(msg, outcome)` runs
-    between the database commit and the offset commit, where crashes hurt most.
-    """
-    with consuming(topic, group, dsn, overrides) as (consumer, dead_letters, db):
-        while stop is None or not stop.is_set():
-            msg = consumer.poll(0.5)
-            if msg is None:
-                continue
-            if msg.error():
-                log.warning("consumer error: %s", msg.error())
-                continue
-            outcome = db.run(process, msg, dead_letters, handle, apply)
-            if after_db_commit is not None:
-                after_db_commit(msg, outcome)
-            commit_offset(consumer, msg)
-
-
-# --- the batched inbox (variant d) ---------------------------------------------
-
-def credit_accounts(conn: psycopg.Connection, credits: list[tuple[str, dict]]) -> None:
-    """The side effect for a batch, set-based: one statement for the ledger, one for the balances.
-
-    Lock order, and why it is deadlock-free: the inbox claim (handle_batch) takes its rows
-    in ID order, then this takes every account row it will touch, in id order, before
-    anything else touches accounts. The mode is FOR NO KEY UPDATE, the lock the balance
-    UPDATE itself takes, because the ledger INSERT's foreign-key check takes FOR KEY SHARE
-    on the same rows: KEY SHARE does not conflict with NO KEY UPDATE, so the check never
-    waits. (FOR UPDATE would conflict with it; locking after the INSERT would let two
-    batches each hold KEY SHARE on an account and wait for the other's: a deadlock.)
-    """
-    ids = [event_id for event_id, _ in credits]
-    accounts = [event["account_id"] for _, event in credits]
-    amounts = [event["amount"] for _, event in credits]
-    conn.execute("SELECT 1 FROM accounts WHERE id = ANY(%b) ORDER BY id FOR NO KEY UPDATE",
-                 (sorted(set(accounts)),))
-    conn.execute("INSERT INTO ledger (event_id, account_id, amount) "
-                 "SELECT * FROM unnest(%b::text[], %b::int[], %b::bigint[])", (ids, accounts, amounts))
-    conn.execute("UPDATE accounts SET balance = balance + credit.total "
-                 "FROM (SELECT id, sum(amount) AS total FROM unnest(%b::int[], %b::bigint[]) AS c(id, amount) "
-                 "GROUP BY id) AS credit WHERE accounts.id = credit.id", (accounts, amounts))
-
-
-def handle_batch(conn: psycopg.Connection, events: list[tuple[str, dict]], apply_batch=credit_accounts,
-                 consumer: str = CONSUMER_NAME) -> tuple[list[tuple[str, dict]], list[tuple[str, dict, str]]]:
-    """handle_once for many events in one transaction: (applied, rejected).
-
-    Every ID is claimed with one INSERT, in sorted order, so overlapping batches
-    in two consumers wait for each other instead of deadlocking; only the IDs
-    that came back are applied. An ID repeated inside the batch counts once.
-    Events for accounts that do not exist are returned as rejected (event_id,
-    event, reason), unclaimed, for the dead-letter topic.
-    """
-    first_copy = {}
-    for event_id, event in events:
-        first_copy.setdefault(event_id, event)
-    with conn.transaction():
-        wanted = sorted({event["account_id"] for event in first_copy.values()})
-        known = {row[0] for row in conn.execute("SELECT id FROM accounts WHERE id = ANY(%b)", (wanted,))}
-        rejected = [(eid, ev, f"unknown account {ev['account_id']}") for eid, ev in first_copy.items()
-                    if ev["account_id"] not in known]
-        candidates = sorted(eid for eid, ev in first_copy.items() if ev["account_id"] in known)
-        claimed = {row[0] for row in conn.execute(
-            "INSERT INTO processed_messages (consumer, message_id) "
-            "SELECT %s, id FROM unnest(%b::text[]) AS id ORDER BY id "
-            "ON CONFLICT DO NOTHING RETURNING message_id", (consumer, candidates))}
-        applied = [(eid, first_copy[eid]) for eid in candidates if eid in claimed]
-        if applied:
-            apply_batch(conn, applied)
-    return applied, rejected
-
-
-def commit_batch(consumer: Consumer, messages: list[Message]) -> bool:
-    """Commit, synchronously, the offset after the last message of each partition in the batch."""
-    next_offsets = {}
-    for msg in messages:
-        key = (msg.topic(), msg.partition())
-        next_offsets[key] = max(next_offsets.get(key, 0), msg.offset() + 1)
-    try:
-        consumer.commit(offsets=[TopicPartition(t, p, o) for (t, p), o in next_offsets.items()], asynchronous=False)
-    except KafkaException as e:
-        log.warning("offset commit failed: %s", e.args[0].name())
-        return False
-    return True
-
-
-def process_batch(conn: psycopg.Connection, messages: list[Message], dead_letters: Producer,
-                  apply_batch=credit_accounts) -> dict:
-    """Bring a batch to durable outcomes: the database transaction, then the dead letters."""
-    events, poison = [], []
-    for msg in messages:
-        try:
-            events.append((checked_event_id(msg), parse_event(msg.value()), msg))
-        except PoisonMessage as e:
-            poison.append((msg, e.reason))
-    applied, rejected = handle_batch(conn, [(eid, ev) for eid, ev, _ in events], apply_batch)
-    applied_ids = {eid for eid, _ in applied}
-    rejected_reasons = {eid: reason for eid, _, reason in rejected}
-    skipped = 0
-    for eid, _, msg in events:
-        if eid in rejected_reasons:
-            poison.append((msg, rejected_reasons[eid]))
-        elif eid in applied_ids:
-            applied_ids.discard(eid)  # a repeat of the same ID later in the batch is a skip
-        else:
-            skipped += 1
-            log.info("skipped duplicate %s", eid)
-    for msg, reason in poison:
-        dead_letter(dead_letters, msg, reason)
-        log.warning("dead-lettered %s/%s/%s: %s", msg.topic(), msg.partition(), msg.offset(), reason)
-    return {"applied": len(applied), "skipped": skipped, "dead-lettered": len(poison)}
-
-
-def run_batched(topic: str, group: str, apply_batch=credit_accounts, *, batch: int = 500, dsn: str = DSN,
-                stop: threading.Event | None = None, after_db_commit=None, **overrides) -> None:
-    """run(), a batch at a time: up to `batch` messages, one transaction, then one offset commit.
-
-    A crash replays at most the batch in hand, and the inbox skips what of it
-    had committed. `after_db_commit(messages, outcome)` runs between the database
-    commit and the offset commit.
-    """
-    with consuming(topic, group, dsn, overrides) as (consumer, dead_letters, db):
-        while stop is None or not stop.is_set():
-            messages = []
-            for msg in consumer.consume(batch, 0.1):  # a short wait: a partial batch beats an idle one
-                if msg.error():
-                    log.warning("consumer error: %s", msg.error())
-                else:
-                    messages.append(msg)
-            if not messages:
-                continue
-            outcome = db.run(process_batch, messages, dead_letters, apply_batch)
-            if after_db_commit is not None:
-                after_db_commit(messages, outcome)
-            commit_batch(consumer, messages)
 
 
 def main() -> None:

@@ -1,22 +1,23 @@
-"""Plumbing shared by the tests and the measure_* harnesses, and the checker.
+"""The lab's plumbing: the per-run space, the workload, the workers and the recovery phase.
 
 Every run gets a schema, a topic and a group of its own (uuid suffix), so a hard
-kill leaves nothing behind that a later run could trip over. The checker is a
-pure function of what was published and what the ledger holds; it never asks
-Kafka or Postgres anything, so it is unit-tested on hand-made data.
+kill leaves nothing behind that a later run could trip over. A worker is one
+worker.py process, whose log is read as it is written: this module is the one
+place that parses the lines the harnesses count (each defined by the module
+that prints it). The faults are nemesis.py's, the verdicts checker.py's, the
+results files results.py's.
 
 Assumptions: the services named in settings.py are up (`make up`).
 """
 import collections
 import contextlib
 import dataclasses
+import datetime
 import json
 import os
-import platform
 import random
 import re
 import signal
-import statistics
 import subprocess
 import sys
 import threading
@@ -30,12 +31,14 @@ from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, C
 from psycopg import sql
 from psycopg.conninfo import make_conninfo
 
+import checker
 import consume
+import consume_external
+import provider
+import worker as worker_script
 from publish import ensure_topic, make_producer, publish_acknowledged
-from settings import BROKERS, DSN
+from settings import BROKERS, DSN, RESULTS, ROOT
 
-ROOT = Path(__file__).resolve().parent
-RESULTS = ROOT / "results"
 ACCOUNTS = 100
 
 
@@ -138,27 +141,6 @@ def run_space(experiment: str, name: str, partitions: int, stalls: bool = False,
             delete_topics(space.topic, space.topic + ".dlq")
 
 
-def tally(workers) -> tuple[collections.Counter, dict]:
-    """The workers' counted log lines, added up, and the first example line of each kind."""
-    counts, examples = collections.Counter(), {}
-    for worker in workers:
-        counts.update(worker.counts)
-        for kind, line in worker.examples.items():
-            examples.setdefault(kind, line)
-    return counts, examples
-
-
-def failures(counts: collections.Counter, kind: str = "commit_failed") -> dict:
-    """{error code: how many} for a counted kind with a code, e.g. commit_failed:UNKNOWN_MEMBER_ID."""
-    return {key.split(":", 1)[1]: n for key, n in counts.items() if key.startswith(f"{kind}:")}
-
-
-def verdict_of(events: list[tuple[str, dict]], dsn: str) -> dict:
-    """The checker on this run's published events and its ledger and balances."""
-    applied = effects(dsn)
-    return check(dict(events), applied["ledger"], applied["balances"])
-
-
 # --- workload ------------------------------------------------------------------
 
 def make_events(count: int, prefix: str, accounts: int = ACCOUNTS, seed: int = 0) -> list[tuple[str, dict]]:
@@ -177,6 +159,8 @@ def produce_events(topic: str, events: list[tuple[str, dict]], timeout_s: float 
         raise RuntimeError(f"only {acked} of {len(events)} events were acknowledged by the broker")
     return [event_id for event_id, _ in events]
 
+
+# --- what Kafka holds: committed offsets, lag ------------------------------------
 
 # A broker that has just started (or restarted) answers these until its group coordinator is loaded.
 COORDINATOR_NOT_READY = {KafkaError.NOT_COORDINATOR, KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
@@ -221,6 +205,8 @@ def topic_size(topic: str, timeout_s: float = 10.0) -> int:
         probe.close()
 
 
+# --- what the consumers did: effects, and the checker's verdict on them --------------
+
 def effects(dsn: str) -> dict:
     """What the consumers did: every ledger row, and every balance."""
     with psycopg.connect(dsn) as conn:
@@ -248,66 +234,84 @@ def external_pending(dsn: str) -> int:
                             "(SELECT count(*) FROM outbox WHERE sent_at IS NULL)").fetchone()[0]
 
 
-def provider_verdict(events: list[tuple[str, dict]], dsn: str) -> dict:
-    """The checker on the provider's side: charges stand in for ledger rows, and their sums for balances."""
-    rows = provider_charges(dsn)
-    balances = collections.Counter()
-    for _, account, amount in rows:
-        balances[account] += amount
-    return check(dict(events), rows, dict(balances))
-
-
 def ledger_count(dsn: str) -> int:
     with psycopg.connect(dsn) as conn:
         return conn.execute("SELECT count(*) FROM ledger").fetchone()[0]
 
 
-# --- the checker -----------------------------------------------------------------
+def distinct_applied(dsn: str) -> int:
+    with psycopg.connect(dsn) as conn:
+        return conn.execute("SELECT count(DISTINCT event_id) FROM ledger").fetchone()[0]
 
-def check(published: dict[str, dict], ledger: list[tuple], balances: dict[int, int]) -> dict:
-    """Compare what was published with what was applied. Pure: no I/O.
 
-    published: event ID -> event ({"account_id", "amount"}); ledger: (event_id,
-    account_id, amount) rows; balances: account -> balance.
-    duplicates counts ledger rows beyond the first per event ID; lost counts
-    published IDs with no row; balances_exact says every account holds exactly
-    the sum of its published credits.
-    """
-    per_id = collections.Counter(row[0] for row in ledger)
-    expected = collections.Counter()
-    for event in published.values():
-        expected[event["account_id"]] += event["amount"]
-    accounts = set(expected) | set(balances)
-    return {
-        "duplicates": sum(n - 1 for event_id, n in per_id.items() if event_id in published),
-        "lost": sum(1 for event_id in published if event_id not in per_id),
-        "unexpected": sum(n for event_id, n in per_id.items() if event_id not in published),
-        "ledger_rows": len(ledger),
-        "balance_total": sum(balances.values()),
-        "expected_balance": sum(expected.values()),
-        "balances_exact": all(balances.get(a, 0) == expected.get(a, 0) for a in accounts),
-    }
+def ledger_applied(dsn: str) -> tuple[int, int]:
+    """(ledger rows, distinct event IDs among them): settle()'s default `applied`."""
+    with psycopg.connect(dsn) as conn:
+        return conn.execute("SELECT count(*), count(DISTINCT event_id) FROM ledger").fetchone()
+
+
+def verdict_of(events: list[tuple[str, dict]], dsn: str, on_provider: bool = False) -> dict:
+    """The checker on this run's published events and its effects: the ledger and the
+    balances, or (`on_provider`) the provider's charges and what they add up to."""
+    if on_provider:
+        charges = provider_charges(dsn)
+        return checker.check(dict(events), charges, checker.balances_of(charges))
+    applied = effects(dsn)
+    return checker.check(dict(events), applied["ledger"], applied["balances"])
+
+
+# --- the log protocol: every counted line, parsed here ------------------------------
+
+def _starts(text: str) -> str:
+    """A format's fixed start, as a regex: where its first conversion (%s, %d, ...) begins."""
+    return re.escape(text.split("%", 1)[0])
+
+
+# kind -> pattern; a pattern with a group counts kind:group (e.g. commit_failed:UNKNOWN_MEMBER_ID).
+COUNTED = {
+    "skipped": re.compile(_starts(consume.SKIPPED_LOG)),
+    "dead_lettered": re.compile(_starts(consume.DEAD_LETTERED_LOG)),
+    "commit_failed": re.compile(_starts(consume.COMMIT_FAILED_LOG) + r"(\S+)"),
+    "retried": re.compile(_starts(consume.RETRIED_LOG) + r"(\S+)"),  # a deadlock or serialization failure
+    "evictions": re.compile(r"\|MAXPOLL\|"),  # librdkafka's own line; the app's error event repeats it
+    "stalls": re.compile(_starts(worker_script.STALLING_LOG)),
+    "stalls_over": re.compile(_starts(worker_script.STALL_OVER_LOG)),
+    "ack_failed": re.compile(_starts(worker_script.ACK_FAILED_LOG) + r"(\S+)"),
+    # External effects: a lease that ran short (the exception's last line), or was taken over.
+    "lease_short": re.compile(consume_external.LeaseRunningOut.__name__ + ": "),
+    "lease_taken_over": re.compile(_starts(consume_external.LEASE_TAKEN_OVER_LOG)),
+    "provider_failed": re.compile(provider.ProviderError.__name__ + ": "),
+    "died_of_deadlock": re.compile(r"DeadlockDetected: "),  # a traceback's last line: what #13 fixed
+}
+FIRST_EFFECT = re.compile(_starts(worker_script.FIRST_EFFECT_LOG))
+REPORT = re.compile(_starts(worker_script.REPORT_LOG) + r"(\{.*\})$")
+OWNERSHIP = re.compile(_starts(consume.PARTITIONS_LOG) + r"(assigned|revoked|lost): (\S+)")
+# worker.LOG_FORMAT: the time, "variant[pid]", the logger, the message.
+APP_LINE = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) \S+ \S+ (.*)$")
+MAXPOLL_LINE = re.compile(r"^%\d\|(\d+\.\d+)\|MAXPOLL\|")  # librdkafka's, with its own unix time
+
+
+def partitions_in(listed: str) -> frozenset:
+    return frozenset() if listed == "none" else frozenset(int(p) for p in listed.split(","))
+
+
+def timeline(worker: str, lines) -> list[tuple]:
+    """(unix time, worker, what, partitions) for each line checker.handovers reads:
+    'evicted' (librdkafka's MAXPOLL line), 'stall over', and 'assigned'/'revoked'/'lost'."""
+    events = []
+    for line in lines:
+        if m := MAXPOLL_LINE.match(line):
+            events.append((float(m.group(1)), worker, "evicted", None))
+        elif m := APP_LINE.match(line):
+            at = datetime.datetime.strptime(m.group(1), "%Y-%m-%d %H:%M:%S,%f").timestamp()
+            if owned := OWNERSHIP.match(m.group(2)):
+                events.append((at, worker, owned.group(1), partitions_in(owned.group(2))))
+            elif COUNTED["stalls_over"].match(m.group(2)):
+                events.append((at, worker, "stall over", None))
+    return events
 
 
 # --- workers: start them, read their logs, kill them -----------------------------
-
-COUNTED = {
-    "skipped": re.compile(r"skipped duplicate "),
-    "commit_failed": re.compile(r"offset commit failed: (\S+)"),
-    "evictions": re.compile(r"\|MAXPOLL\|"),  # librdkafka's own line; the app's error event repeats it
-    "stalls": re.compile(r"stalling "),
-    "stalls_over": re.compile(r"stall over "),
-    "ack_failed": re.compile(r"acknowledgement failed: (\S+)"),  # share groups: the lock had expired
-    # External effects (consume_external): a lease that ran short, or was taken over, before its end.
-    "lease_short": re.compile(r"LeaseRunningOut: "),
-    "lease_taken_over": re.compile(r"taken over before its mark-done"),
-    "provider_failed": re.compile(r"ProviderError: "),
-    # consume.Database: a transaction the server rolled back (deadlock, serialization failure), run again.
-    "retried": re.compile(re.escape(consume.RETRIED_LOG.split(" %s")[0]) + r" (\w+)"),
-    "died_of_deadlock": re.compile(r"DeadlockDetected: "),
-}
-ASSIGNMENT = re.compile(r"partitions (assigned|revoked|lost): (\S+)")  # consume.log_partitions
-
 
 class Worker:
     """One `worker.py` process. Its log is read as it is written, so a harness can wait
@@ -340,15 +344,13 @@ class Worker:
                 self._log.write(line)
             with self._lock:
                 self.tail.append(line.rstrip())
-                if "first side effect" in line:
+                if FIRST_EFFECT.search(line):
                     self.first_effect.set()
-                assigned = ASSIGNMENT.search(line)
-                if assigned:
-                    what, partitions = assigned.groups()
-                    held = set() if partitions == "none" else {int(p) for p in partitions.split(",")}
-                    self.assignment = held if what == "assigned" else self.assignment - held
-                if " report: " in line:  # a worker's own measurement, one JSON object
-                    self.report = json.loads(line.split(" report: ", 1)[1])
+                if owned := OWNERSHIP.search(line):
+                    held = set(partitions_in(owned.group(2)))
+                    self.assignment = held if owned.group(1) == "assigned" else self.assignment - held
+                if reported := REPORT.search(line):
+                    self.report = json.loads(reported.group(1))
                 for name, pattern in COUNTED.items():
                     match = pattern.search(line)
                     if match:
@@ -367,6 +369,23 @@ class Worker:
             if self.proc.poll() is not None:
                 return False
         return False
+
+    def working(self, group: str, topic: str, timeout_s: float = 120.0, crashed=None) -> str:
+        """"effect" once the worker applied its first credit (or made its first call),
+        "idle" as soon as the group has nothing left to consume, "crashed" if it exited and
+        `crashed(worker)` says that was on purpose; RuntimeError for any other exit, or none
+        of these within the deadline."""
+        end = time.monotonic() + timeout_s
+        while time.monotonic() < end:
+            if self.first_effect.wait(1.0):
+                return "effect"
+            if self.proc.poll() is not None:
+                if crashed and crashed(self):
+                    return "crashed"
+                raise RuntimeError(f"worker exited with {self.proc.returncode} before any effect:\n{self.log_tail()}")
+            if lag(group, topic) == 0:
+                return "idle"
+        raise RuntimeError(f"worker applied nothing within {timeout_s:g}s:\n{self.log_tail()}")
 
     def kill(self) -> None:
         """SIGKILL: no finally, no close(), no last commit."""
@@ -409,6 +428,19 @@ WORKER_FLAGS = {
 }
 
 
+def start_workers(variant: str, space: RunSpace, log_name: str, args: tuple, count: int = 1,
+                  prefixes=()) -> list[Worker]:
+    """`count` workers of one variant in the run's group, each logging to LOG_NAME[-wN].log;
+    `prefixes[i]`, if given, runs worker i through another command (a network namespace)."""
+    workers = []
+    for i in range(count):
+        log_path = log_dir() / (f"{log_name}-w{i + 1}.log" if count > 1 else f"{log_name}.log")
+        log_path.unlink(missing_ok=True)
+        workers.append(Worker(variant, space.topic, space.group, space.dsn, log_path, args,
+                              prefix=prefixes[i] if i < len(prefixes) else ()))
+    return workers
+
+
 def worker_args(variant: str, config: dict, provider_url: str | None = None) -> tuple:
     """The worker.py flags for `variant` from a harness's config: each key that the variant
     understands and the config sets (not None, not 0)."""
@@ -421,53 +453,19 @@ def worker_args(variant: str, config: dict, provider_url: str | None = None) -> 
     return tuple(args)
 
 
-def progress(text: str) -> None:
-    print(text, file=sys.stderr, flush=True)
+# --- the recovery phase ------------------------------------------------------------
 
-
-def drive(name: str, out, config: dict, variants, run_once, summarise, table, verdict_line,
-          force: bool = False) -> dict:
-    """The loop every measurement runs: runs interleaved across variants (so machine noise
-    spreads over all of them), a finished run resumed rather than repeated, a verdict line
-    and the record's plain counts after each, the summary table at the end."""
-    results = ResultsFile(name, Path(out), config, force)
-    with measurement_lock(name):
-        for run in range(1, config["runs"] + 1):
-            for variant in variants:
-                if results.done(variant=variant, run=run):
-                    continue
-                progress(f"{name}: {variant} run {run} of {config['runs']}")
-                record = run_once(variant, run, config)
-                results.add(record, summarise)
-                print(verdict_line(record))
-                print(json.dumps({k: v for k, v in record.items() if not isinstance(v, (list, dict))}), flush=True)
-    results.close(table)
-    return results.document
-
-
-def log_dir() -> Path:
-    """Where the workers' logs go (results/logs, not committed)."""
-    path = RESULTS / "logs"
-    path.mkdir(parents=True, exist_ok=True)
-    return path
-
-
-def distinct_applied(dsn: str) -> int:
-    with psycopg.connect(dsn) as conn:
-        return conn.execute("SELECT count(DISTINCT event_id) FROM ledger").fetchone()[0]
-
-
-def settle(workers: list[Worker], dsn: str, events: int, deadline_s: float, group: str | None = None,
-           topic: str | None = None, still_s: float = 4.0, *, applied=None, pending=None,
+def settle(workers: list[Worker], dsn: str, events: int | None, deadline_s: float, group: str | None = None,
+           topic: str | None = None, still_s: float = 4.0, *, applied=ledger_applied, pending=None,
            tolerate_exits: bool = False) -> float:
-    """The recovery phase for workers that run on: wait until every event is applied, no
-    handler is mid-stall, the group's lag is 0 (a share group, given no group, has none to
-    read), nothing is `pending` and the effects have been still for `still_s`, so that a
-    zombie's late write lands inside the window. `applied(dsn)` gives (effects, distinct
-    event IDs among them); the ledger's by default. A worker that exits stops the run,
-    unless `tolerate_exits` (the race harness counts the dead; the rest take over their
-    partitions). Returns the seconds it took; RuntimeError with the state at the deadline."""
-    applied = applied or (lambda d: (ledger_count(d), distinct_applied(d)))
+    """The recovery phase, the one every harness ends with: wait until (if `events` is given)
+    every event is applied, no handler is mid-stall, the group's lag is 0 (a share group,
+    given no group, has none to read), nothing is `pending(dsn)` and the effects have been
+    still for `still_s`, so that a zombie's late write lands inside the window. `applied(dsn)`
+    gives (effects, distinct event IDs among them): the ledger's by default, the provider's
+    charges for external effects. A worker that exits stops the run, unless `tolerate_exits`
+    (the race harness counts the dead; the others take over their partitions). Returns the
+    seconds it took; RuntimeError with the state at the deadline."""
     started = time.monotonic()
     last_rows, still_since, state = -1, started, ""
     while time.monotonic() - started < deadline_s:
@@ -478,9 +476,9 @@ def settle(workers: list[Worker], dsn: str, events: int, deadline_s: float, grou
         stalled = sum(w.counts.get("stalls", 0) - w.counts.get("stalls_over", 0) for w in workers)
         if rows != last_rows:
             last_rows, still_since = rows, time.monotonic()
-        state = (f"{distinct} of {events} events applied, lag {behind}, {waiting} pending, "
+        state = (f"{distinct} of {events or '?'} events applied, lag {behind}, {waiting} pending, "
                  f"{stalled} handlers stalled, effects {rows}")
-        if (distinct >= events and behind == 0 and waiting == 0 and stalled == 0
+        if ((events is None or distinct >= events) and behind == 0 and waiting == 0 and stalled == 0
                 and time.monotonic() - still_since >= still_s):
             return round(time.monotonic() - started, 1)
         dead = [w for w in workers if w.proc.poll() is not None]
@@ -489,133 +487,21 @@ def settle(workers: list[Worker], dsn: str, events: int, deadline_s: float, grou
     raise RuntimeError(f"the run did not settle within {deadline_s:g}s: {state}")
 
 
-def recover(variant: str, topic: str, group: str, dsn: str, deadline_s: float, log_path: Path | None = None,
-            still_s: float = 3.0, args: tuple = ()) -> dict:
-    """The recovery phase: one worker drains until lag is 0 and the ledger has been still
-    for `still_s`; RuntimeError naming lag and rows if that does not happen by the deadline."""
-    worker = Worker(variant, topic, group, dsn, log_path, args)
-    started = time.monotonic()
-    last_rows, still_since, behind = -1, started, None
+def recover(variant: str, space: RunSpace, deadline_s: float, log_path: Path | None = None, still_s: float = 3.0,
+            args: tuple = (), **settle_options) -> dict:
+    """After the faults: one fresh worker drains the topic; settle() with no event count,
+    since a variant that loses never applies them all. Returns its recovery time and counts."""
+    worker = Worker(variant, space.topic, space.group, space.dsn, log_path, args)
     try:
-        while time.monotonic() - started < deadline_s:
-            time.sleep(0.5)
-            rows, behind = ledger_count(dsn), lag(group, topic)
-            if rows != last_rows:
-                last_rows, still_since = rows, time.monotonic()
-            if behind == 0 and time.monotonic() - still_since >= still_s:
-                break
-            if worker.proc.poll() is not None:
-                raise RuntimeError(f"the recovery worker exited ({worker.proc.returncode}):\n{worker.log_tail()}")
-        else:
-            raise RuntimeError(f"recovery did not finish within {deadline_s:g}s: lag {behind}, "
-                               f"ledger rows {last_rows}\n{worker.log_tail()}")
+        recovery_s = settle([worker], space.dsn, None, deadline_s, space.group, space.topic, still_s,
+                            **settle_options)
     finally:
         worker.stop()
-    return {"recovery_s": round(time.monotonic() - started, 1), "counts": dict(worker.counts)}
+    return {"recovery_s": recovery_s, "counts": dict(worker.counts)}
 
 
-# --- what every results file records ----------------------------------------------
-
-def machine() -> dict:
-    mem_kib = 0
-    try:
-        for line in Path("/proc/meminfo").read_text().splitlines():
-            if line.startswith("MemTotal:"):
-                mem_kib = int(line.split()[1])
-    except OSError:
-        pass
-    return {"cores": os.cpu_count(), "memory_gib": round(mem_kib / 1024 / 1024, 1),
-            "platform": platform.platform(), "python": platform.python_version()}
-
-
-def versions() -> dict:
-    import confluent_kafka
-
-    import stack
-
-    with psycopg.connect(DSN) as conn:
-        postgres = conn.execute("SHOW server_version").fetchone()[0]
-    return {"kafka": stack.kafka_version() or "unknown", "postgresql": postgres,
-            "confluent_kafka": confluent_kafka.__version__, "librdkafka": confluent_kafka.libversion()[0],
-            "psycopg": psycopg.__version__}
-
-
-def stats(values) -> dict:
-    values = list(values)
-    return {"median": statistics.median(values), "min": min(values), "max": max(values)}
-
-
-class ResultsFile:
-    """One harness's results JSON, in the shape every harness shares. A file with the
-    same config and versions is resumed (its finished runs are kept); it is rewritten
-    atomically after every run, so an interrupted measurement loses at most one run."""
-
-    def __init__(self, name: str, path: Path, config: dict, force: bool = False):
-        self.path = Path(path)
-        self.document = {"harness": name, "config": config, "machine": machine(), "versions": versions(),
-                         "runs": [], "summary": {}}
-        if self.path.exists():
-            previous = json.loads(self.path.read_text())
-            same = (previous.get("config"), previous.get("versions")) == (config, self.document["versions"])
-            if same:
-                self.document["runs"] = previous["runs"]
-                print(f"resuming {self.path}: {len(self.runs)} runs already done", file=sys.stderr)
-            elif not force:
-                raise SystemExit(f"{name}: {self.path} holds runs with another config or other versions; "
-                                 "use --out or --force")
-
-    @property
-    def runs(self) -> list[dict]:
-        return self.document["runs"]
-
-    def done(self, **fields) -> bool:
-        """Whether a run with these field values is already recorded, e.g. done(variant="c", run=2)."""
-        return any(all(r.get(k) == v for k, v in fields.items()) for r in self.runs)
-
-    def add(self, record: dict, summarise) -> None:
-        self.runs.append(record)
-        self.document["summary"] = summarise(self.runs)
-        write_results(self.path, self.document)
-
-    def close(self, table) -> None:
-        """The closing summary table, made from the summary by `table`, and where it is."""
-        print()
-        print(table(self.document["summary"]))
-        print(f"\nwritten to {self.path}")
-
-
-def write_results(path: Path, document: dict) -> None:
-    """Write atomically, so an interrupted run never leaves half a file to resume from."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_suffix(path.suffix + ".partial")
-    partial.write_text(json.dumps(document, indent=2, default=str) + "\n")
-    partial.replace(path)
-
-
-class measurement_lock:
-    """One measurement at a time on these services; a second one fails at once, by name."""
-
-    def __init__(self, name: str):
-        self.path = RESULTS / "measurement.lock"
-        self.name = name
-        self._fd = None
-
-    def __enter__(self):
-        import fcntl
-
-        RESULTS.mkdir(exist_ok=True)
-        self._fd = open(self.path, "a+")
-        try:
-            fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            self._fd.seek(0)
-            holder = self._fd.read().strip() or "another measurement"
-            raise SystemExit(f"{self.name}: {holder} is running on these services; wait for it to finish") from None
-        self._fd.seek(0)
-        self._fd.truncate()
-        self._fd.write(f"{self.name} (pid {os.getpid()})")
-        self._fd.flush()
-        return self
-
-    def __exit__(self, *exc):
-        self._fd.close()
+def log_dir() -> Path:
+    """Where the workers' logs go (results/logs, not committed)."""
+    path = RESULTS / "logs"
+    path.mkdir(parents=True, exist_ok=True)
+    return path

@@ -17,7 +17,7 @@ before its call (nothing landed, and the lease says someone was on it). The
 rates are sparse enough that most lives still end by the SIGKILL. Recovery: a
 final consumer (and relay) runs until the lag is 0, no effect is left
 `processing`, the outbox is empty and the charges are still. Checker:
-harness.check on (published events, the provider's charges). Beside it, how
+checker.check on (published events, the provider's charges). Beside it, how
 often a live handler gave up because its lease ran short (it does not call, or
 stops waiting on a call, once 3/4 of the lease is gone) and how often a mark-done
 found its lease taken over: both should be 0 on loopback, and if they are not,
@@ -27,15 +27,16 @@ Assumptions: the stack is up and nothing else measures on it.
 
     python measure_external.py --policy all --runs 5
 """
-import collections
-import json
 import sys
 import time
 
+import checker
 import cli
 import harness
+import nemesis
 import provider
-from measure_kill import kill_schedule, life_range, progress
+import results
+from worker import EXIT_CRASHED_AFTER_EFFECT, EXIT_CRASHED_BEFORE_CALL
 
 # policy: (provider mode, worker variant, worker --policy)
 POLICIES = {
@@ -45,98 +46,71 @@ POLICIES = {
     "skip": ("none", "ext", "skip"),
     "outbox": ("keys", "outbox", "keys"),
 }
+CRASHES = {EXIT_CRASHED_AFTER_EFFECT: "after call", EXIT_CRASHED_BEFORE_CALL: "before call"}
 
 
-def wait_for_effect_or_exit(worker: harness.Worker, group: str, topic: str, timeout_s: float) -> str:
-    """'effect' once the worker made its first call (or outbox write), 'crashed' if it os._exit()ed
-    on purpose first, 'idle' as soon as the group has nothing left to consume."""
-    end = time.monotonic() + timeout_s
-    while time.monotonic() < end:
-        if worker.first_effect.wait(1.0):
-            return "effect"
-        if worker.proc.poll() is not None:
-            # 3 and 4: it crashed itself on purpose; a lease that ran short ends a worker too (safely).
-            if worker.proc.returncode in (3, 4) or worker.counts["lease_short"]:
-                return "crashed"
-            raise RuntimeError(f"worker exited with {worker.proc.returncode}:\n{worker.log_tail()}")
-        if harness.lag(group, topic) == 0:
-            return "idle"
-    raise RuntimeError(f"worker made no call within {timeout_s:g}s:\n{worker.log_tail()}")
+def crashed_on_purpose(worker) -> bool:
+    """A planted crash, or a live handler that gave up because its lease ran short (safely)."""
+    return worker.proc.returncode in CRASHES or worker.counts["lease_short"] > 0
 
 
-def run_once(policy: str, run: int, config: dict, log_dir, keep: bool) -> dict:
-    mode, variant, worker_policy = POLICIES[policy]
-    log_path = log_dir / f"external-{policy}-r{run}.log"
+def run_once(variant: str, run: int, config: dict) -> dict:
+    policy = variant  # a results record's "variant" is the policy
+    mode, worker_variant, worker_policy = POLICIES[policy]
+    log_path = harness.log_dir() / f"external-{policy}-r{run}.log"
     log_path.unlink(missing_ok=True)
     started = time.monotonic()
-    session = ("--session-timeout-ms", config["session_timeout_ms"],
-               "--heartbeat-interval-ms", config["session_timeout_ms"] // 3)
     crashy = ("--crash-after-call-every", config["crash_every"])
-    if variant == "ext":
+    if worker_variant == "ext":
         crashy += ("--crash-before-call-every", config["crash_before_every"])
     events = harness.make_events(config["events"], prefix=f"r{run}", seed=config["seed"] + run)
-    with harness.run_space("m5", f"{policy}-r{run}", config["partitions"], keep=keep) as space:
-        topic, group, dsn = space.topic, space.group, space.dsn
-        running = provider.Running(mode, dsn)
-        common = ("--provider-url", running.url, "--policy", worker_policy, "--lease-s", config["lease_s"],
-                  "--work-ms", config["work_ms"], *session)
-        relay = None
-
-        workers = []  # every process of the run, relays included, for the lease counts
+    with harness.run_space("m5", f"{policy}-r{run}", config["partitions"], keep=config.get("keep", False)) as space:
+        running = provider.Running(mode, space.dsn)
+        common = harness.worker_args(worker_variant, {**config, "policy": worker_policy, "heartbeat_interval_ms":
+                                                      config["session_timeout_ms"] // 3}, provider_url=running.url)
+        workers, relay = [], []  # every process of the run, relays included, for the lease counts; the live relay
 
         def start(variant_, args):
-            workers.append(harness.Worker(variant_, topic, group, dsn, log_path, args))
+            workers.append(harness.Worker(variant_, space.topic, space.group, space.dsn, log_path, args))
             return workers[-1]
 
         def start_relay(args):
-            return start("relay", ("--provider-url", running.url, *args))
+            relay[:] = [start("relay", ("--provider-url", running.url, *args))]
+
+        def after_kill(k, life, worker, exit_code):
+            relay_crashed = None
+            if relay:  # the relay dies with the consumer, and comes back with it
+                relay_crashed = {EXIT_CRASHED_AFTER_EFFECT: "after call"}.get(relay[0].proc.poll())
+                relay[0].kill()
+                start_relay(crashy)
+            charges = len(harness.provider_charges(space.dsn))
+            results.progress(f"{policy} run {run}: kill {k} of {config['kills']}, charges {charges}")
+            return {"kill": k, "life_s": life, "crashed_itself": CRASHES.get(exit_code),
+                    "relay_crashed_itself": relay_crashed, "charges": charges, "counts": dict(worker.counts)}
 
         try:
-            harness.produce_events(topic, events)
-            if variant == "outbox":
-                relay = start_relay(crashy)
-            kill_log = []
-            for k, life in enumerate(kill_schedule(config["seed"] + run, config["kills"], config["life"]), 1):
-                worker = start(variant, (*common, *crashy))
-                outcome = wait_for_effect_or_exit(worker, group, topic, 120)
-                if outcome == "idle" and harness.external_pending(dsn) == 0:
-                    worker.kill()
-                    break
-                # The kill schedule; the worker (or, once the topic is read, the relay) may crash itself meanwhile.
-                time.sleep(life)
-                crashed_itself = {3: "after call", 4: "before call"}.get(worker.proc.poll())
-                worker.kill()
-                relay_crashed = None
-                if relay is not None:  # the relay dies with the consumer, and comes back with it
-                    relay_crashed = {3: "after call"}.get(relay.proc.poll())
-                    relay.kill()
-                    relay = start_relay(crashy)
-                kill_log.append({"kill": k, "life_s": life, "crashed_itself": crashed_itself,
-                                 "relay_crashed_itself": relay_crashed,
-                                 "charges": len(harness.provider_charges(dsn)), "counts": dict(worker.counts)})
-                progress(f"{policy} run {run}: kill {k} of {config['kills']}, charges {kill_log[-1]['charges']}")
-            if relay is not None:
-                relay.kill()
-                relay = start_relay(())
-            final = start(variant, common)
-            last, still_since, deadline = -1, time.monotonic(), time.monotonic() + 300
-            while time.monotonic() < deadline:
-                time.sleep(0.5)
-                count = len(harness.provider_charges(dsn))
-                if count != last:
-                    last, still_since = count, time.monotonic()
-                settled = harness.lag(group, topic) == 0 and harness.external_pending(dsn) == 0
-                if settled and time.monotonic() - still_since > 3:
-                    break
-            else:
-                raise RuntimeError(f"{policy} run {run} did not settle: lag {harness.lag(group, topic)}, "
-                                   f"pending {harness.external_pending(dsn)}\n{final.log_tail()}")
+            harness.produce_events(space.topic, events)
+            if worker_variant == "outbox":
+                start_relay(crashy)
+            # nemesis: M1's kill schedule; the worker (or the relay) may crash itself first, on purpose
+            kill_log = nemesis.kill_loop(
+                nemesis.kill_schedule(config["seed"] + run, config["kills"], config["life"]),
+                start=lambda: start(worker_variant, (*common, *crashy)),
+                working=lambda w: w.working(space.group, space.topic, crashed=crashed_on_purpose) != "idle"
+                or harness.external_pending(space.dsn) > 0, after_kill=after_kill)
+            # recovery: a final consumer (and relay) until the lag is 0, nothing is pending, the charges still
+            if relay:
+                relay[0].kill()
+                start_relay(())
+            final = start(worker_variant, common)
+            harness.settle([final, *relay], space.dsn, None, 300.0, space.group, space.topic, still_s=3.0,
+                           applied=harness.provider_applied, pending=harness.external_pending)
             final.stop()
-            verdict = harness.provider_verdict(events, dsn)
-            counted = sum((w.counts for w in workers), collections.Counter())
+            verdict = harness.verdict_of(events, space.dsn, on_provider=True)
+            counted, _ = checker.tally(workers)
         finally:
-            if relay is not None:
-                relay.stop()
+            if relay:
+                relay[0].stop()
             running.stop()
     return {"variant": policy, "run": run, "provider_mode": mode, "seed": config["seed"] + run,
             "events": config["events"], "kills": len(kill_log),
@@ -151,77 +125,52 @@ def run_once(policy: str, run: int, config: dict, log_dir, keep: bool) -> dict:
 
 
 def summarise(runs: list[dict]) -> dict:
-    summary = {}
-    for policy in POLICIES:
-        mine = [r for r in runs if r["variant"] == policy]
-        if mine:
-            summary[policy] = {"runs": len(mine), "balances_exact_runs": sum(r["balances_exact"] for r in mine),
-                               "totals": {f: sum(r[f] for r in mine) for f in (
-                                   "duplicates", "lost", "kills", "killed_at_random", "crashed_after_call",
-                                   "crashed_before_call", "lease_short", "lease_taken_over", "provider_failed")},
-                               **{f: harness.stats(r[f] for r in mine) for f in ("duplicates", "lost")}}
-    return summary
+    return results.summarise_runs(runs, POLICIES, spreads=("duplicates", "lost"), totals=(
+        "duplicates", "lost", "kills", "killed_at_random", "crashed_after_call", "crashed_before_call",
+        "lease_short", "lease_taken_over", "provider_failed"))
 
 
 def table(summary: dict) -> str:
-    lines = ["policy   runs  kills  random  crashes before/after call  duplicate charges  lost charges  "
-             "leases short/taken  exact",
-             "-------  ----  -----  ------  -------------------------  -----------------  ------------  "
-             "------------------  -----"]
-    for policy, s in summary.items():
-        t = s["totals"]
-        crashes = f"{t['crashed_before_call']}/{t['crashed_after_call']}"
-        leases = f"{t['lease_short']}/{t['lease_taken_over']}"
-        lines.append(f"{policy:<7}  {s['runs']:>4}  {t['kills']:>5}  {t['killed_at_random']:>6}  {crashes:>25}  "
-                     f"{t['duplicates']:>17}  {t['lost']:>12}  {leases:>18}  {s['balances_exact_runs']}/{s['runs']}")
-    return "\n".join(lines) + "\n(totals over all runs)"
+    def pair(t, a, b):
+        return f"{t[a]}/{t[b]}"
+
+    return results.text_table(
+        ["policy", "runs", "kills", "random", "crashes before/after call", "duplicate charges", "lost charges",
+         "leases short/taken", "exact"],
+        [[policy, s["runs"], s["totals"]["kills"], s["totals"]["killed_at_random"],
+          pair(s["totals"], "crashed_before_call", "crashed_after_call"), s["totals"]["duplicates"],
+          s["totals"]["lost"], pair(s["totals"], "lease_short", "lease_taken_over"),
+          f"{s['balances_exact_runs']}/{s['runs']}"] for policy, s in summary.items()], "(totals over all runs)")
 
 
-def main(args) -> int:
-    policies = list(POLICIES) if args.policy == "all" else [args.policy]
-    config = {"runs": args.runs, "kills": args.kills, "events": args.events, "partitions": args.partitions,
-              "work_ms": args.work_ms, "life": list(args.life), "seed": args.seed, "lease_s": args.lease_s,
-              "crash_every": args.crash_every, "crash_before_every": args.crash_before_every,
-              "session_timeout_ms": args.session_timeout_ms}
-    results = harness.ResultsFile("measure_external", args.out, config, args.force)
-    log_dir = harness.log_dir()
-    with harness.measurement_lock("measure_external"):
-        for run in range(1, args.runs + 1):
-            for policy in policies:
-                if results.done(variant=policy, run=run):
-                    continue
-                progress(f"{policy} run {run} of {args.runs}: {args.events} events, {args.kills} kills")
-                record = run_once(policy, run, config, log_dir, args.keep)
-                results.add(record, summarise)
-                print(f"{policy} run {run}: {record['duplicates']} duplicate charges, {record['lost']} lost, "
-                      f"{record['kills']} kills ({record['crashed_after_call']} right after a call)")
-                print(json.dumps({k: v for k, v in record.items() if k != "kill_log"}), flush=True)
-    results.close(table)
-    return 0
+def verdict_line(r: dict) -> str:
+    return (f"{r['variant']} run {r['run']}: {r['duplicates']} duplicate charges, {r['lost']} lost, "
+            f"{r['kills']} kills ({r['crashed_after_call']} right after a call)")
 
 
 def parse_args(argv=None):
-    parser = cli.Parser(description="M5: hard-kill consumers whose effect is an HTTP call; count charges.")
+    parser = cli.measurement("M5: hard-kill consumers whose effect is an HTTP call; count charges.",
+                             str(results.RESULTS / "external.json"), events=3000, work_ms=0, keep=True)
     parser.add_argument("--policy", required=True, choices=(*POLICIES, "all"))
-    parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--kills", type=int, default=20)
-    parser.add_argument("--events", type=int, default=3000)
-    parser.add_argument("--partitions", type=int, default=6)
-    parser.add_argument("--work-ms", type=float, default=0)
-    parser.add_argument("--life", type=life_range, default=(0.5, 3.0), metavar="MIN,MAX")
-    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--life", type=nemesis.life_range, default=(0.5, 3.0), metavar="MIN,MAX")
     parser.add_argument("--lease-s", type=float, default=2.0)
     parser.add_argument("--crash-every", type=int, default=500, help="crash after the call of every N-th event")
     parser.add_argument("--crash-before-every", type=int, default=450,
                         help="crash between the claim and the call of every N-th event (ext only)")
     parser.add_argument("--session-timeout-ms", type=int, default=6000)
-    parser.add_argument("--out", default=str(harness.RESULTS / "external.json"))
-    parser.add_argument("--keep", action="store_true")
-    parser.add_argument("--force", action="store_true")
     args = parser.parse_args(argv)
-    if min(args.runs, args.kills, args.events, args.partitions, args.crash_every, args.crash_before_every) < 1:
-        parser.error("--runs, --kills, --events, --partitions and the --crash-* rates must be at least 1")
+    cli.at_least(parser, args, 1, "runs", "kills", "events", "partitions", "crash_every", "crash_before_every")
     return args
+
+
+
+def main(args) -> int:
+    policies = list(POLICIES) if args.policy == "all" else [args.policy]
+    config = results.config_of(args, "policy", "out", "keep", "force", life=list(args.life))
+    results.drive("measure_external", args.out, config, [{"variant": p} for p in policies], run_once, summarise,
+                  table, verdict_line, args.force, options={"keep": args.keep})
+    return 0
 
 
 if __name__ == "__main__":

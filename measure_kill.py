@@ -11,7 +11,7 @@ of `--partitions`. Fault: one worker at a time, SIGKILLed (Popen.kill(): no
 finally, no close(), no last commit) `--life` seconds after its first side
 effect, `--kills` times, on one seeded schedule that every variant shares.
 Recovery: one worker drains until the group's lag is 0 and the ledger is still,
-under a deadline. Checker: harness.check on (published IDs, ledger rows).
+under a deadline. Checker: checker.check on (published IDs, ledger rows).
 
 Assumptions: the stack is up and nothing else measures on it (a lock enforces
 that); each run has its own schema, topic and group.
@@ -19,104 +19,87 @@ that); each run has its own schema, topic and group.
     python measure_kill.py --variant c
     python measure_kill.py --variant all --runs 5 --kills 20 --events 10000
 """
-import argparse
-import json
-import random
 import sys
 import time
-from pathlib import Path
 
 import cli
 import harness
+import nemesis
+import results
 
 POST_VARIANTS = ("a1", "a2", "b", "c")  # the post's table: what --variant all runs
 VARIANTS = (*POST_VARIANTS, "d")
-FIRST_EFFECT_S = 120.0
 
 
-def kill_schedule(seed: int, kills: int, life: tuple[float, float]) -> list[float]:
-    """Seconds each worker lives after its first side effect; the same for every variant."""
-    rng = random.Random(seed)
-    return [round(rng.uniform(*life), 3) for _ in range(kills)]
-
-
-def progress(text: str) -> None:
-    print(text, file=sys.stderr, flush=True)
-
-
-def wait_for_work(worker: harness.Worker, group: str, topic: str) -> bool:
-    """True once the worker applied a credit; False if there is nothing left to consume."""
-    end = time.monotonic() + FIRST_EFFECT_S
-    while time.monotonic() < end:
-        if worker.first_effect.wait(1.0):
-            return True
-        if worker.proc.poll() is not None:
-            raise RuntimeError(f"worker exited with {worker.proc.returncode} before any credit:\n{worker.log_tail()}")
-        if harness.lag(group, topic) == 0:
-            return False
-    raise RuntimeError(f"worker applied nothing within {FIRST_EFFECT_S:g}s:\n{worker.log_tail()}")
-
-
-def run_once(variant: str, run: int, config: dict, log_dir: Path, keep: bool) -> dict:
-    log_path = log_dir / f"kill-{variant}-r{run}.log"
+def run_once(variant: str, run: int, config: dict) -> dict:
+    log_path = harness.log_dir() / f"kill-{variant}-r{run}.log"
     log_path.unlink(missing_ok=True)
-    worker_args = ("--work-ms", config["work_ms"], "--session-timeout-ms", config["session_timeout_ms"])
-    if variant == "d":
-        worker_args += ("--batch", config["batch"])
-    if config.get("heartbeat_interval_ms"):
-        worker_args += ("--heartbeat-interval-ms", config["heartbeat_interval_ms"])
+    args = harness.worker_args(variant, config)
+    seed = config["seed"] + run
     started = time.monotonic()
-    events = harness.make_events(config["events"], prefix=f"r{run}", seed=config["seed"] + run)
-    with harness.run_space("m1", f"{variant}-r{run}", config["partitions"], keep=keep) as space:
-        topic, group, dsn = space.topic, space.group, space.dsn
-        harness.produce_events(topic, events)
-        kill_log = []
-        for k, life in enumerate(kill_schedule(config["seed"] + run, config["kills"], config["life"]), 1):
-            worker = harness.Worker(variant, topic, group, dsn, log_path, worker_args)
-            if not wait_for_work(worker, group, topic):
-                worker.kill()
-                progress(f"{variant} run {run}: nothing left to consume before kill {k}; stopping the kills")
-                break
-            time.sleep(life)  # the fault schedule itself: the kill lands wherever the worker happens to be
-            worker.kill()
-            rows = harness.ledger_count(dsn)
-            kill_log.append({"kill": k, "life_s": life, "ledger_rows": rows, "counts": dict(worker.counts)})
-            progress(f"{variant} run {run}: kill {k} of {config['kills']}, ledger rows {rows}")
-        recovery = harness.recover(variant, topic, group, dsn, deadline_s=max(300.0, config["events"] * 0.1),
-                                   log_path=log_path, args=worker_args)
-        verdict = harness.verdict_of(events, dsn)
+    events = harness.make_events(config["events"], prefix=f"r{run}", seed=seed)
+    with harness.run_space("m1", f"{variant}-r{run}", config["partitions"], keep=config.get("keep", False)) as space:
+        # workload
+        harness.produce_events(space.topic, events)
+
+        # nemesis: the seeded kill schedule
+        def after_kill(k, life, worker, _exit_code):
+            rows = harness.ledger_count(space.dsn)
+            results.progress(f"{variant} run {run}: kill {k} of {config['kills']}, ledger rows {rows}")
+            return {"kill": k, "life_s": life, "ledger_rows": rows, "counts": dict(worker.counts)}
+
+        kill_log = nemesis.kill_loop(
+            nemesis.kill_schedule(seed, config["kills"], config["life"]),
+            start=lambda: harness.Worker(variant, space.topic, space.group, space.dsn, log_path, args),
+            working=lambda worker: worker.working(space.group, space.topic) == "effect", after_kill=after_kill)
+        if len(kill_log) < config["kills"]:
+            results.progress(f"{variant} run {run}: nothing left to consume after {len(kill_log)} kills")
+
+        # recovery, then the checker
+        recovery = harness.recover(variant, space, deadline_s=max(300.0, config["events"] * 0.1), log_path=log_path,
+                                   args=args)
+        verdict = harness.verdict_of(events, space.dsn)
     skipped = sum(entry["counts"].get("skipped", 0) for entry in kill_log) + recovery["counts"].get("skipped", 0)
-    return {"variant": variant, "run": run, "seed": config["seed"] + run, "events": config["events"],
+    return {"variant": variant, "run": run, "seed": seed, "events": config["events"],
             "kills": len(kill_log), **verdict, "skipped": skipped, "recovery_s": recovery["recovery_s"],
             "wall_s": round(time.monotonic() - started, 1), "kill_log": kill_log}
 
 
 def summarise(runs: list[dict]) -> dict:
-    summary = {}
-    for variant in VARIANTS:
-        mine = [r for r in runs if r["variant"] == variant]
-        if mine:
-            summary[variant] = {"runs": len(mine), "balances_exact_runs": sum(r["balances_exact"] for r in mine),
-                                **{field: harness.stats(r[field] for r in mine)
-                                   for field in ("duplicates", "lost", "kills", "wall_s")}}
-    return summary
+    return results.summarise_runs(runs, VARIANTS, spreads=("duplicates", "lost", "kills", "wall_s"))
 
 
 def table(summary: dict) -> str:
-    lines = ["variant  runs  duplicates median (min-max)  lost median (min-max)  exact balances",
-             "-------  ----  ----------------------------  ---------------------  --------------"]
-    for variant, s in summary.items():
-        d, lost = s["duplicates"], s["lost"]
-        lines.append(f"{variant:<7}  {s['runs']:>4}  {d['median']:>8g} ({d['min']:g}-{d['max']:g}){'':<10}"
-                     f"  {lost['median']:>6g} ({lost['min']:g}-{lost['max']:g}){'':<7}"
-                     f"  {s['balances_exact_runs']}/{s['runs']}")
-    return "\n".join(lines)
+    def spread(stat):
+        return f"{stat['median']:g} ({stat['min']:g}-{stat['max']:g})"
+
+    return results.text_table(
+        ["variant", "runs", "duplicates median (min-max)", "lost median (min-max)", "exact balances"],
+        [[variant, s["runs"], spread(s["duplicates"]), spread(s["lost"]), f"{s['balances_exact_runs']}/{s['runs']}"]
+         for variant, s in summary.items()])
 
 
 def verdict_line(r: dict) -> str:
     exact = "balances exact" if r["balances_exact"] else "balances WRONG"
     return (f"{r['variant']} run {r['run']}: {r['duplicates']} duplicates, {r['lost']} lost, {exact} "
             f"({r['kills']} kills, {r['events']} events, {r['wall_s']:g}s)")
+
+
+def parse_args(argv=None):
+    parser = cli.measurement("M1: hard-kill each consumer variant and count duplicates and losses.", None,
+                             events=10000, work_ms=10, keep=True)
+    parser.add_argument("--variant", required=True, choices=(*VARIANTS, "all"))
+    parser.add_argument("--kills", type=int, default=20)
+    parser.add_argument("--life", type=nemesis.life_range, default=(1.0, 8.0), metavar="MIN,MAX",
+                        help="seconds a worker lives after its first side effect")
+    parser.add_argument("--session-timeout-ms", type=int, default=6000)
+    parser.add_argument("--batch", type=int, default=500, help="d only: messages per transaction")
+    args = parser.parse_args(argv)
+    cli.at_least(parser, args, 1, "runs", "kills", "events", "partitions")
+    cli.at_least(parser, args, 0, "work_ms")
+    if args.out is None:
+        args.out = str(results.RESULTS / ("kill.json" if args.variant == "all" else f"kill-{args.variant}.json"))
+    return args
 
 
 def main(args) -> int:
@@ -127,57 +110,9 @@ def main(args) -> int:
               "kill": "SIGKILL (Popen.kill)", "life_from": "the worker's first side effect"}
     if args.variant == "d":
         config["batch"] = args.batch
-    results = harness.ResultsFile("measure_kill", args.out, config, args.force)
-    log_dir = harness.log_dir()
-    with harness.measurement_lock("measure_kill"):
-        for run in range(1, args.runs + 1):  # interleaved, so machine noise spreads over every variant
-            for variant in variants:
-                if results.done(variant=variant, run=run):
-                    continue
-                progress(f"{variant} run {run} of {args.runs}: {args.events} events, {args.kills} kills")
-                record = run_once(variant, run, config, log_dir, args.keep)
-                results.add(record, summarise)
-                print(verdict_line(record))
-                print(json.dumps({k: v for k, v in record.items() if k != "kill_log"}), flush=True)
-    results.close(table)
+    results.drive("measure_kill", args.out, config, [{"variant": v} for v in variants], run_once, summarise, table,
+                  verdict_line, args.force, options={"keep": args.keep})
     return 0
-
-
-def life_range(text: str) -> tuple[float, float]:
-    try:
-        low, high = (float(part) for part in text.split(","))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected MIN,MAX in seconds, got {text!r}") from None
-    if not 0 < low <= high:
-        raise argparse.ArgumentTypeError(f"need 0 < MIN <= MAX, got {text!r}")
-    return low, high
-
-
-def parse_args(argv=None):
-    parser = cli.Parser(description="M1: hard-kill each consumer variant and count duplicates and losses.")
-    parser.add_argument("--variant", required=True, choices=(*VARIANTS, "all"))
-    parser.add_argument("--runs", type=int, default=5)
-    parser.add_argument("--kills", type=int, default=20)
-    parser.add_argument("--events", type=int, default=10000)
-    parser.add_argument("--partitions", type=int, default=6)
-    parser.add_argument("--work-ms", type=float, default=10, help="handler sleep per message")
-    parser.add_argument("--life", type=life_range, default=(1.0, 8.0), metavar="MIN,MAX",
-                        help="seconds a worker lives after its first side effect")
-    parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--session-timeout-ms", type=int, default=6000)
-    parser.add_argument("--batch", type=int, default=500, help="d only: messages per transaction")
-    parser.add_argument("--out", help="results JSON (default results/kill.json, or results/kill-VARIANT.json)")
-    parser.add_argument("--keep", action="store_true", help="keep each run's schema and topic")
-    parser.add_argument("--force", action="store_true", help="overwrite an --out file with another config")
-    args = parser.parse_args(argv)
-    for name in ("runs", "kills", "events", "partitions"):
-        if getattr(args, name) < 1:
-            parser.error(f"--{name} must be at least 1")
-    if args.work_ms < 0:
-        parser.error("--work-ms cannot be negative")
-    if args.out is None:
-        args.out = str(harness.RESULTS / ("kill.json" if args.variant == "all" else f"kill-{args.variant}.json"))
-    return args
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""M7, the race: several consumers of one group handling copies of the same events at
+"""The race: several consumers of one group handling copies of the same events at
 the same moment, on a few hot accounts.
 
 Claim: however the consumers interleave, every variant with the inbox applies each
@@ -15,7 +15,7 @@ the same time. Consumers: `--consumers` worker processes of one variant in one g
 (outbox: as many relays beside them, racing on FOR UPDATE SKIP LOCKED). Nemesis: none
 but the concurrency. Recovery: every event applied, lag 0, nothing pending, effects
 still, under a deadline; a consumer that dies is counted and the others carry on.
-Checker: harness.check on (published events, the ledger; the provider's charges for
+Checker: checker.check on (published events, the ledger; the provider's charges for
 external and outbox). Counted beside it: transactions retried, consumers that died.
 
 Assumptions: the stack is up; counting only, so it may run beside a timing measurement
@@ -27,9 +27,11 @@ import random
 import sys
 import time
 
+import checker
 import cli
 import harness
 import provider
+import results
 
 # variant: (worker variant, provider mode or None when the effect is the ledger)
 VARIANTS = {"c": ("c", None), "d": ("d", None), "external": ("ext", "keys"), "outbox": ("outbox", "keys")}
@@ -50,8 +52,6 @@ def copies_of(events: list, copies: int, partitions: int, seed: int) -> tuple[li
 def run_once(variant: str, run: int, config: dict) -> dict:
     worker_variant, mode = VARIANTS[variant]
     seed = config["seed"] + run
-    log_path = harness.log_dir() / f"race-{variant}-r{run}.log"
-    log_path.unlink(missing_ok=True)
     started = time.monotonic()
     events = harness.make_events(config["events"], prefix=f"r{run}", accounts=config["accounts"], seed=seed)
     with harness.run_space("race", f"{variant}-r{run}", config["partitions"], accounts=config["accounts"]) as space:
@@ -59,51 +59,47 @@ def run_once(variant: str, run: int, config: dict) -> dict:
         args = harness.worker_args(worker_variant, config, provider_url=running.url if running else None)
         consumers, relays = [], []
         try:
-            for _ in range(config["consumers"]):
-                consumers.append(harness.Worker(worker_variant, space.topic, space.group, space.dsn, log_path, args))
-                if worker_variant == "outbox":
-                    relays.append(harness.Worker("relay", space.topic, space.group, space.dsn, log_path,
-                                                 ("--provider-url", running.url)))
+            # the workload's consumers (no nemesis: the concurrency is the fault)
+            consumers = harness.start_workers(worker_variant, space, f"race-{variant}-r{run}", args,
+                                              config["consumers"])
+            if worker_variant == "outbox":
+                relays = harness.start_workers("relay", space, f"race-{variant}-r{run}-relay",
+                                               ("--provider-url", running.url), config["consumers"])
             harness.wait_until(lambda: all(w.assignment for w in consumers) and set().union(
                 *(w.assignment for w in consumers)) == set(range(config["partitions"])), 120,
                 f"all {config['consumers']} consumers to hold partitions")
             messages, partitions = copies_of(events, config["copies"], config["partitions"], seed)
             harness.produce_events(space.topic, messages, partitions=partitions)
+            # recovery, then the checker
             settle_s = harness.settle(
                 consumers + relays, space.dsn, config["events"], 600.0, space.group, space.topic,
-                applied=harness.provider_applied if mode else None,
+                applied=harness.provider_applied if mode else harness.ledger_applied,
                 pending=harness.external_pending if mode else None, tolerate_exits=True)
             dead = [w for w in consumers + relays if w.proc.poll() is not None]
-            verdict = (harness.provider_verdict if mode else harness.verdict_of)(events, space.dsn)
+            verdict = harness.verdict_of(events, space.dsn, on_provider=bool(mode))
         finally:
             for worker in consumers + relays:
                 worker.stop()
             if running:
                 running.stop()
-    counts, examples = harness.tally(consumers + relays)
+    counts, _ = checker.tally(consumers + relays)
     return {"variant": variant, "run": run, "seed": seed, "events": config["events"],
-            "messages": len(messages), **verdict, "retried": sum(harness.failures(counts, "retried").values()),
-            "retried_by_cause": harness.failures(counts, "retried"), "died": len(dead),
+            "messages": len(messages), **verdict, "retried": sum(checker.failures(counts, "retried").values()),
+            "retried_by_cause": checker.failures(counts, "retried"), "died": len(dead),
             "died_of": [{"exit": w.proc.returncode, "last_lines": w.log_tail().splitlines()[-3:]} for w in dead],
             "died_of_deadlock": counts["died_of_deadlock"], "skipped": counts["skipped"],
             "settle_s": settle_s, "wall_s": round(time.monotonic() - started, 1)}
 
 
 def summarise(runs: list[dict]) -> dict:
-    return {variant: {"runs": len(mine), "balances_exact_runs": sum(r["balances_exact"] for r in mine),
-                      "totals": {field: sum(r[field] for r in mine) for field in COUNTS},
-                      **{field: harness.stats(r[field] for r in mine) for field in ("duplicates", "lost", "wall_s")}}
-            for variant in VARIANTS if (mine := [r for r in runs if r["variant"] == variant])}
+    return results.summarise_runs(runs, VARIANTS, totals=COUNTS, spreads=("duplicates", "lost", "wall_s"))
 
 
 def table(summary: dict) -> str:
-    lines = ["variant   runs  duplicates  lost  retried  died  skipped  exact",
-             "--------  ----  ----------  ----  -------  ----  -------  -----"]
-    for variant, s in summary.items():
-        t = s["totals"]
-        lines.append(f"{variant:<8}  {s['runs']:>4}  {t['duplicates']:>10}  {t['lost']:>4}  {t['retried']:>7}  "
-                     f"{t['died']:>4}  {t['skipped']:>7}  {s['balances_exact_runs']}/{s['runs']}")
-    return "\n".join(lines) + "\n(totals over all runs)"
+    return results.text_table(
+        ["variant", "runs", "duplicates", "lost", "retried", "died", "skipped", "exact"],
+        [[variant, s["runs"], *(s["totals"][f] for f in ("duplicates", "lost", "retried", "died", "skipped")),
+          f"{s['balances_exact_runs']}/{s['runs']}"] for variant, s in summary.items()], "(totals over all runs)")
 
 
 def verdict_line(r: dict) -> str:
@@ -113,36 +109,27 @@ def verdict_line(r: dict) -> str:
 
 
 def parse_args(argv=None):
-    parser = cli.Parser(description="M7: consumers racing on copies of the same events; count effects.")
+    parser = cli.measurement("The race: consumers racing on copies of the same events; count effects.",
+                             str(results.RESULTS / "race.json"), events=3000, work_ms=0)
     parser.add_argument("--variant", required=True, choices=(*VARIANTS, "all"))
     parser.add_argument("--consumers", type=int, default=3)
     parser.add_argument("--copies", type=int, default=3, help="times each event is published, on distinct partitions")
     parser.add_argument("--accounts", type=int, default=20)
-    parser.add_argument("--runs", type=int, default=5)
-    parser.add_argument("--events", type=int, default=3000)
-    parser.add_argument("--partitions", type=int, default=6)
     parser.add_argument("--batch", type=int, default=100, help="d only: messages per transaction")
-    parser.add_argument("--work-ms", type=float, default=0, help="handler sleep per message")
-    parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--out", default=str(harness.RESULTS / "race.json"))
-    parser.add_argument("--force", action="store_true", help="overwrite an --out file with another config")
     args = parser.parse_args(argv)
-    for name in ("consumers", "copies", "accounts", "runs", "events", "partitions", "batch"):
-        if getattr(args, name) < 1:
-            parser.error(f"--{name} must be at least 1")
+    cli.at_least(parser, args, 1, "consumers", "copies", "accounts", "runs", "events", "partitions", "batch")
     if args.copies > args.partitions:
         parser.error(f"--copies {args.copies} needs at least as many --partitions (got {args.partitions})")
-    if args.work_ms < 0:
-        parser.error("--work-ms cannot be negative")
+    cli.at_least(parser, args, 0, "work_ms")
     return args
 
 
 def main(args) -> int:
-    config = {name: getattr(args, name) for name in (
-        "runs", "consumers", "copies", "accounts", "events", "partitions", "batch", "work_ms", "seed")}
-    config.update(session_timeout_ms=6000, heartbeat_interval_ms=2000, lease_s=2.0, policy="keys")
+    config = results.config_of(args, "variant", "out", "force", session_timeout_ms=6000, heartbeat_interval_ms=2000,
+                               lease_s=2.0, policy="keys")
     variants = list(VARIANTS) if args.variant == "all" else [args.variant]
-    harness.drive("measure_race", args.out, config, variants, run_once, summarise, table, verdict_line, args.force)
+    results.drive("measure_race", args.out, config, [{"variant": v} for v in variants], run_once, summarise, table,
+                  verdict_line, args.force)
     return 0
 
 

@@ -25,7 +25,6 @@ Assumptions: the stack is up, nothing else writes to this PostgreSQL meanwhile
     python measure_storage.py --runs 5 --rows 1000000
     python measure_storage.py --runs 5 --per-day 5000000 --days 14
 """
-import json
 import sys
 import time
 from datetime import timedelta
@@ -36,8 +35,8 @@ from psycopg import sql
 import cli
 import harness
 import inbox_v7
+import results
 import retention
-from measure_kill import progress
 
 # The post's three layouts: processed_messages with message_id as text or uuid.
 SIZED = {
@@ -177,23 +176,19 @@ def partitioned_per_row(conn, table: str, rows: int) -> dict:
             "total_bytes_per_row": round(total / rows, 1)}
 
 
-def run_once(run: int, rows: int) -> list[dict]:
+def run_once(part: str, layout: str, run: int, config: dict) -> dict:
+    """One layout's sizing ("size") or expiry ("expiry"), in a schema of its own."""
     schema = harness.unique(f"m4_r{run}")
     harness.create_schema(schema)
-    records = []
     try:
         with psycopg.connect(harness.scoped_dsn(schema), autocommit=True) as conn:
             conn.execute(inbox_v7.SQL_FILE.read_text())
             conn.execute(f"SET search_path = {schema}, public")
-            for layout in SIZED:
-                progress(f"run {run}: sizing {layout}")
-                records.append({"part": "size", "run": run, "rows": rows, **size_layout(conn, layout, rows)})
-            for layout in (*AGED, *LEAN):
-                progress(f"run {run}: expiring {layout}")
-                records.append({"part": "expiry", "run": run, **expire_layout(conn, layout, rows)})
+            if part == "size":
+                return {"part": "size", "run": run, "rows": config["rows"], **size_layout(conn, layout, config["rows"])}
+            return {"part": "expiry", "run": run, **expire_layout(conn, layout, config["rows"])}
     finally:
         harness.drop_schema(schema)
-    return records
 
 
 def summarise(runs: list[dict]) -> dict:
@@ -205,7 +200,7 @@ def summarise(runs: list[dict]) -> dict:
     for part, names in fields.items():
         for layout in dict.fromkeys(r["layout"] for r in runs if r["part"] == part):
             mine = [r for r in runs if r["part"] == part and r["layout"] == layout]
-            summary[part][layout] = {"runs": len(mine), **{f: harness.stats(r[f] for r in mine) for f in names}}
+            summary[part][layout] = {"runs": len(mine), **{f: results.stats(r[f] for r in mine) for f in names}}
             if part == "expiry":
                 summary[part][layout]["kept_exactly_recent_runs"] = sum(r["kept_exactly_recent"] for r in mine)
     return summary
@@ -245,41 +240,37 @@ def table(summary: dict) -> str:
     return "\n".join(lines)
 
 
+def verdict_line(r: dict) -> str:
+    if r["part"] == "size":
+        return f"run {r['run']}: {r['layout']} {r['total_bytes_per_row']} bytes a row"
+    return (f"run {r['run']}: {r['layout']} expired in {r['expire_s']} s, {r['expire_wal_bytes']:,} WAL bytes, "
+            f"{'kept exactly the recent rows' if r['kept_exactly_recent'] else 'KEPT THE WRONG ROWS'}")
+
+
 def main(args) -> int:
     config = {"runs": args.runs, "rows": args.rows, "window_days": WINDOW.days, "expired_days": EXPIRED_DAYS,
               "recent_rows": args.rows // 10, "per_day": args.per_day, "days": args.days}
-    results = harness.ResultsFile("measure_storage", args.out, config, args.force)
 
     def summarise_with_sizing(runs):
         summary = summarise(runs)
         summary["sizing"] = sizing(summary, args.per_day, args.days)
         return summary
 
-    with harness.measurement_lock("measure_storage"):
-        for run in range(1, args.runs + 1):
-            if results.done(run=run):
-                continue
-            records = run_once(run, args.rows)
-            for record in records[:-1]:
-                results.runs.append(record)
-            results.add(records[-1], summarise_with_sizing)
-            for record in records:
-                print(json.dumps(record), flush=True)
-    results.close(table)
+    plan = [{"part": "size", "layout": layout} for layout in SIZED]
+    plan += [{"part": "expiry", "layout": layout} for layout in (*AGED, *LEAN)]
+    results.drive("measure_storage", args.out, config, plan, run_once, summarise_with_sizing, table, verdict_line,
+                  args.force)
     return 0
 
 
 def parse_args(argv=None):
-    parser = cli.Parser(description="M4: bytes per remembered ID per layout, and the cost of expiring them.")
-    parser.add_argument("--runs", type=int, default=5)
+    parser = cli.measurement("M4: bytes per remembered ID per layout, and the cost of expiring them.",
+                             str(results.RESULTS / "storage.json"), partitions=None, seed=False)
     parser.add_argument("--rows", type=int, default=1_000_000)
     parser.add_argument("--per-day", type=int, default=5_000_000, help="for the sizing example")
     parser.add_argument("--days", type=int, default=14, help="for the sizing example")
-    parser.add_argument("--out", default=str(harness.RESULTS / "storage.json"))
-    parser.add_argument("--force", action="store_true", help="overwrite an --out file with another config")
     args = parser.parse_args(argv)
-    if min(args.runs, args.rows, args.per_day, args.days) < 1:
-        parser.error("--runs, --rows, --per-day and --days must be at least 1")
+    cli.at_least(parser, args, 1, "runs", "rows", "per_day", "days")
     if args.rows < 10000:
         parser.error("--rows must be at least 10000, or page overheads swamp the per-row figures")
     return args

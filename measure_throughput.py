@@ -18,20 +18,16 @@ Assumptions: the stack is up and nothing else measures on it (a lock enforces it
     python measure_throughput.py --variants a1,a2,b,c --runs 5 --events 100000
 """
 import argparse
-import json
-import statistics
 import sys
 import time
-from pathlib import Path
 
 import psycopg
 
 import cli
 import harness
-import measure_kill
-from measure_kill import progress
+import results
 
-VARIANTS = (*measure_kill.VARIANTS, "raw")
+VARIANTS = ("a1", "a2", "b", "c", "d", "raw")
 # top/bottom pairs reported; a pair is skipped when either side was not run.
 RATIOS = (("c", "b"), ("b", "a1"), ("c", "a1"), ("a2", "a1"), ("d", "c"), ("d", "raw"), ("c", "raw"))
 
@@ -55,20 +51,23 @@ def label(variant: str, batch: int | None) -> str:
     return f"{variant}@{batch}" if batch is not None else variant
 
 
-def run_once(variant: str, run: int, events_count: int, partitions: int, log_dir: Path, batch: int = 500,
-             sweep: bool = False) -> dict:
-    name = label(variant, batch if sweep else None)
+def run_once(variant: str, run: int, config: dict) -> dict:
+    """One worker reads `config["events"]` credits; `variant` may be a sweep's d@N."""
+    name = variant
+    variant, _, swept = name.partition("@")
+    batch = int(swept) if swept else config.get("batch", 500)
+    events_count = config["events"]
     started = time.monotonic()
-    args = ("--batch", batch) if variant in ("d", "raw") else ()
+    args = harness.worker_args(variant, {"batch": batch})
     if variant == "raw":
         args += ("--expect", events_count)
     # Generous: 20 msgs/s would be a tenth of the slowest variant seen here.
     deadline = max(120.0, events_count / 20)
     events = harness.make_events(events_count, prefix=f"r{run}", seed=run)
-    with harness.run_space("m3", f"{name.replace('@', '-')}-r{run}", partitions) as space:
+    with harness.run_space("m3", f"{name.replace('@', '-')}-r{run}", config["partitions"]) as space:
         harness.produce_events(space.topic, events)
         worker = harness.Worker(variant, space.topic, space.group, space.dsn,
-                                log_dir / f"throughput-{name}-r{run}.log", args)
+                                harness.log_dir() / f"throughput-{name}-r{run}.log", args)
         try:
             if variant == "raw":  # no ledger: the worker times itself and reports
                 report = harness.wait_until(lambda: worker.report, deadline, f"raw to read {events_count} messages",
@@ -95,7 +94,7 @@ def run_once(variant: str, run: int, events_count: int, partitions: int, log_dir
 def summarise(runs: list[dict]) -> dict:
     names = list(dict.fromkeys(r["variant"] for r in runs))  # in the order they were first run
     summary = {name: {"runs": sum(r["variant"] == name for r in runs),
-                      "msgs_per_s": harness.stats(r["msgs_per_s"] for r in runs if r["variant"] == name)}
+                      "msgs_per_s": results.stats(r["msgs_per_s"] for r in runs if r["variant"] == name)}
                for name in names}
     ratios = {}
     for top, bottom in RATIOS:
@@ -103,8 +102,7 @@ def summarise(runs: list[dict]) -> dict:
         paired = [a["msgs_per_s"] / b["msgs_per_s"] for a in runs for b in runs
                   if a["variant"] == top and b["variant"] == bottom and a["run"] == b["run"]]
         if paired:
-            ratios[f"{top}/{bottom}"] = {"median": round(statistics.median(paired), 3),
-                                         "min": round(min(paired), 3), "max": round(max(paired), 3)}
+            ratios[f"{top}/{bottom}"] = {key: round(value, 3) for key, value in results.stats(paired).items()}
     return {"variants": summary, "ratios": ratios}
 
 
@@ -118,31 +116,9 @@ def table(summary: dict) -> str:
     return "\n".join(lines)
 
 
-def main(args) -> int:
-    sweep = bool(args.sweep_batch)
-    plan = [("d", n) for n in args.sweep_batch] if sweep else [(v, args.batch) for v in args.variants]
-    config = {"variants": [label(v, b if sweep else None) for v, b in plan], "runs": args.runs,
-              "events": args.events, "partitions": args.partitions, "work_ms": 0, "kills": 0,
-              "order": "interleaved by run, rotating"}
-    if not sweep and ("d" in args.variants or "raw" in args.variants):
-        config["batch"] = args.batch
-    results = harness.ResultsFile("measure_throughput", args.out, config, args.force)
-    log_dir = harness.log_dir()
-    with harness.measurement_lock("measure_throughput"):
-        for run in range(1, args.runs + 1):
-            shift = (run - 1) % len(plan)
-            for variant, batch in plan[shift:] + plan[:shift]:
-                name = label(variant, batch if sweep else None)
-                if results.done(variant=name, run=run):
-                    continue
-                progress(f"{name} run {run} of {args.runs}: {args.events} events")
-                record = run_once(variant, run, args.events, args.partitions, log_dir, batch, sweep)
-                results.add(record, summarise)
-                print(f"{name} run {run}: {record['msgs_per_s']} msgs/s, gap p50 {record['gap_p50_ms']} ms, "
-                      f"p99 {record['gap_p99_ms']} ms, {record['duplicates']} duplicates, {record['lost']} lost")
-                print(json.dumps(record), flush=True)
-    results.close(table)
-    return 0
+def verdict_line(r: dict) -> str:
+    return (f"{r['variant']} run {r['run']}: {r['msgs_per_s']} msgs/s, gap p50 {r['gap_p50_ms']} ms, "
+            f"p99 {r['gap_p99_ms']} ms, {r['duplicates']} duplicates, {r['lost']} lost")
 
 
 def batch_list(text: str) -> list[int]:
@@ -165,22 +141,31 @@ def variant_list(text: str) -> list[str]:
 
 
 def parse_args(argv=None):
-    parser = cli.Parser(description="M3: msgs/s per variant, no kills, measured side by side.")
+    parser = cli.measurement("M3: msgs/s per variant, no kills, measured side by side.", None, events=100000,
+                             seed=False)
     parser.add_argument("--variants", type=variant_list, default=["raw", "a1", "a2", "b", "c", "d"])
-    parser.add_argument("--runs", type=int, default=5)
-    parser.add_argument("--events", type=int, default=100000)
-    parser.add_argument("--partitions", type=int, default=6)
     parser.add_argument("--batch", type=int, default=500, help="d (and raw): messages per consume() call")
     parser.add_argument("--sweep-batch", type=batch_list, metavar="N,N,...",
                         help="run only d, once per batch size (default out: results/throughput-batch.json)")
-    parser.add_argument("--out")
-    parser.add_argument("--force", action="store_true", help="overwrite an --out file with another config")
     args = parser.parse_args(argv)
     if args.runs < 1 or args.events < 2 or args.partitions < 1 or args.batch < 1:
         parser.error("need --runs >= 1, --events >= 2, --partitions >= 1 and --batch >= 1")
     if args.out is None:
-        args.out = str(harness.RESULTS / ("throughput-batch.json" if args.sweep_batch else "throughput.json"))
+        args.out = str(results.RESULTS / ("throughput-batch.json" if args.sweep_batch else "throughput.json"))
     return args
+
+
+
+def main(args) -> int:
+    sweep = bool(args.sweep_batch)
+    names = [label("d", n) for n in args.sweep_batch] if sweep else list(args.variants)
+    config = {"variants": names, "runs": args.runs, "events": args.events, "partitions": args.partitions,
+              "work_ms": 0, "kills": 0, "order": "interleaved by run, rotating"}
+    if not sweep and ("d" in args.variants or "raw" in args.variants):
+        config["batch"] = args.batch
+    results.drive("measure_throughput", args.out, config, [{"variant": name} for name in names], run_once,
+                  summarise, table, verdict_line, args.force, rotate=True)
+    return 0
 
 
 if __name__ == "__main__":

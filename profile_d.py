@@ -19,7 +19,7 @@ import uuid
 from pathlib import Path
 
 import cli
-import consume
+import consume_batched
 import harness
 
 
@@ -39,7 +39,7 @@ def main(args) -> int:
         profile = cProfile.Profile()
         started = time.monotonic()
         profile.enable()
-        consume.run_batched(topic, harness.unique("prof"), dsn=dsn, stop=stop, batch=args.batch)
+        consume_batched.run_batched(topic, harness.unique("prof"), dsn=dsn, stop=stop, batch=args.batch)
         profile.disable()
         wall = time.monotonic() - started
     finally:

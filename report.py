@@ -5,18 +5,18 @@ Claim: no figure in the README is typed by hand. Each table sits between
 the results files (and the post's own figures, quoted in
 results/post-figures.json); `--check` fails when the README is out of date.
 
-    python report.py            # rewrite README.md and results/kill.png
-    python report.py --check    # exit 1 if README.md differs from what results/ says
+    python report.py            # rewrite README.md, docs/results.md and the charts
+    python report.py --check    # exit 1 if either differs from what results/ says
 """
 import json
 import re
+import statistics
 import sys
 from pathlib import Path
 
 import cli
+from settings import RESULTS, ROOT
 
-ROOT = Path(__file__).resolve().parent
-RESULTS = ROOT / "results"
 README = ROOT / "README.md"
 VARIANT_NAMES = {
     "a1": "a1: auto-commit, poll()",
@@ -36,6 +36,23 @@ def load(name: str) -> dict | None:
 def spread(stat: dict, digits: int = 0) -> str:
     fmt = f"{{:,.{digits}f}}"
     return f"{fmt.format(stat['median'])} ({fmt.format(stat['min'])}–{fmt.format(stat['max'])})"
+
+
+def markdown_table(headers: list[str], rows: list[list], text_columns: int = 1, last_is_text: bool = False) -> str:
+    """A table whose first `text_columns` (and, if `last_is_text`, its last) are text, left-aligned,
+    and every other column a figure, right-aligned."""
+    aligns = ["---"] * text_columns + ["---:"] * (len(headers) - text_columns)
+    if last_is_text:
+        aligns[-1] = "---"
+    lines = ["| " + " | ".join(headers) + " |", "|" + "|".join(aligns) + "|"]
+    lines += ["| " + " | ".join(str(cell) for cell in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def totals_rows(summary: dict, names: dict, cells) -> list[list]:
+    """Per summary entry: its name, its runs, cells(totals)'s figures, and its exact balances."""
+    return [[names[key], s["runs"], *cells(s["totals"]), f"{s['balances_exact_runs']} of {s['runs']}"]
+            for key, s in summary.items()]
 
 
 def provenance(doc: dict) -> str:
@@ -114,8 +131,8 @@ def throughput_section() -> str:
             "|---|---:|---:|---:|---:|---:|"]
     for name, s in variants.items():
         mine = [r for r in throughput["runs"] if r["variant"] == name]
-        p50 = harness_median(r["gap_p50_ms"] for r in mine)
-        p99 = harness_median(r["gap_p99_ms"] for r in mine)
+        p50 = statistics.median(r["gap_p50_ms"] for r in mine)
+        p99 = statistics.median(r["gap_p99_ms"] for r in mine)
         share = f"{s['msgs_per_s']['median'] / raw:.1%}" if raw else "–"
         rows.append(f"| {VARIANT_NAMES.get(name, name)} | {s['runs']} | {spread(s['msgs_per_s'], 1)} | {p50:.3f} "
                     f"| {p99:.3f} | {share} |")
@@ -124,12 +141,6 @@ def throughput_section() -> str:
             "partitions, no kills, no handler sleep, interleaved run by run in one invocation; msgs/s from the first "
             "to the last side effect (ledger `clock_timestamp()`; raw times itself). Gaps are medians over runs of "
             f"each run's p50 and p99. From `results/throughput.json`: {provenance(throughput)}.\n")
-
-
-def harness_median(values) -> float:
-    values = sorted(values)
-    middle = len(values) // 2
-    return values[middle] if len(values) % 2 else (values[middle - 1] + values[middle]) / 2
 
 
 def batch_section() -> str:
@@ -254,17 +265,14 @@ def external_section() -> str:
     external = load("external.json")
     if external is None:
         return "_No M5 results yet: run `python measure_external.py --policy all --runs 5`._\n"
-    rows = ["| Policy | Runs | Lives | SIGKILLed at random | Crashed before / after the call | Duplicate charges "
-            "| Lost charges | Leases run short / taken over | Exact balances |",
-            "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
-    for policy, s in external["summary"].items():
-        t = s["totals"]
-        rows.append(f"| {POLICY_NAMES[policy]} | {s['runs']} | {t['kills']} | {t['killed_at_random']} "
-                    f"| {t['crashed_before_call']} / "
-                    f"{t['crashed_after_call']} | {t['duplicates']} | {t['lost']} "
-                    f"| {t['lease_short']} / {t['lease_taken_over']} | {s['balances_exact_runs']} of {s['runs']} |")
+    table = markdown_table(
+        ["Policy", "Runs", "Lives", "SIGKILLed at random", "Crashed before / after the call", "Duplicate charges",
+         "Lost charges", "Leases run short / taken over", "Exact balances"],
+        totals_rows(external["summary"], POLICY_NAMES, lambda t: [
+            t["kills"], t["killed_at_random"], f"{t['crashed_before_call']} / {t['crashed_after_call']}",
+            t["duplicates"], t["lost"], f"{t['lease_short']} / {t['lease_taken_over']}"]))
     c = external["config"]
-    return ("\n".join(rows) + f"\n\nTotals over all runs; counted on the provider's side (its own table of "
+    return (table + f"\n\nTotals over all runs; counted on the provider's side (its own table of "
             f"charges). Each run: {c['events']:,} credits and up to {c['kills']} lives of the consumer (fewer once "
             f"nothing is left to consume or send), each SIGKILLed "
             f"{c['life'][0]:g}–{c['life'][1]:g} s after its first call unless it crashed itself first: right after "
@@ -306,10 +314,86 @@ def faults_section() -> str:
     return text + f" From `results/faults.json`: {provenance(faults)}.\n"
 
 
+RACE_NAMES = {
+    "c": "c: inbox + commit after the DB",
+    "d": "d: batched inbox, one transaction per batch",
+    "external": "external: an HTTP charge, keys honoured",
+    "outbox": "outbox: inbox, then outbox, and as many relays",
+}
+
+
+def race_section() -> str:
+    race = load("race.json")
+    if race is None:
+        return "_No race results yet: run `python measure_race.py --variant all --runs 5`._\n"
+    table = markdown_table(
+        ["Variant", "Runs", "Duplicates", "Lost", "Transactions retried", "Consumers died", "Skipped duplicates",
+         "Exact balances"],
+        totals_rows(race["summary"], RACE_NAMES, lambda t: [
+            t["duplicates"], t["lost"], t["retried"], t["died"], f"{t['skipped']:,}"]))
+    c = race["config"]
+    return (table + f"\n\nTotals over all runs. Each run: {c['consumers']} consumer processes of one "
+            f"variant in one group on {c['partitions']} partitions, {c['events']:,} credits over {c['accounts']} "
+            f"accounts, each published {c['copies']} times on distinct partitions, side by side, once every "
+            f"consumer holds partitions; d takes batches of {c['batch']}. Effects are ledger rows for c and d and "
+            f"the provider's charges for external and outbox. A retried transaction is one the server rolled back "
+            f"(deadlock, serialization failure) and `consume.Database` ran again. "
+            f"From `results/race.json`: {provenance(race)}.\n")
+
+
+# (measurement, results file, how a run's fault and variant read in the findings table)
+FINDINGS = [
+    ("M1 hard kills", "kill.json", lambda r, c: ("SIGKILL", r["variant"])),
+    ("M1 hard kills", "kill-d.json", lambda r, c: ("SIGKILL", f"d, {c['batch']} a batch")),
+    ("M1 hard kills", "kill-d-batch50.json", lambda r, c: ("SIGKILL", f"d, {c['batch']} a batch")),
+    *[("M2 rebalance zombie", name, lambda r, c: (
+        f"stall {c['slow_seconds']:g} s, {c['group_protocol']} protocol", r["variant"])) for name, _ in REBALANCE_SETS],
+    ("M3 throughput", "throughput.json", lambda r, c: ("none", r["variant"])),
+    ("M5 external effects", "external.json", lambda r, c: ("SIGKILL, planted crashes", r["variant"])),
+    ("M6 faults", "faults.json", lambda r, c: (r["fault"], r["variant"])),
+    ("M6 faults", "faults-share-batched.json", lambda r, c: ("share-lock, producer batching", r["variant"])),
+    ("Race", "race.json", lambda r, c: (f"{c['consumers']} consumers, {c['copies']} copies", r["variant"])),
+]
+
+
+def findings_section() -> str:
+    """One row per measurement, fault and variant: what every results file says, from its runs."""
+    rows = []
+    for measurement, name, row_of in FINDINGS:
+        doc = load(name)
+        if doc is None:
+            continue
+        grouped = {}
+        for run in doc["runs"]:
+            if run.get("duplicates") is None:  # raw: no effects to count
+                continue
+            grouped.setdefault(row_of(run, doc["config"]), []).append(run)
+        for (fault, variant), mine in grouped.items():
+            rows.append([measurement, fault, variant, len(mine), f"{sum(r['duplicates'] for r in mine):,}",
+                         f"{sum(r['lost'] for r in mine):,}",
+                         f"{sum(bool(r['balances_exact']) for r in mine)} of {len(mine)}"])
+    return markdown_table(["Measurement", "Fault", "Variant", "Runs", "Duplicates", "Lost", "Exact balances"], rows,
+                          text_columns=3) + "\n"
+
+
+def results_index_section() -> str:
+    """Every results file, what wrote it, how many runs it holds and what it ran on."""
+    rows = []
+    for path in sorted(RESULTS.glob("*.json")):
+        doc = json.loads(path.read_text())
+        if "harness" not in doc:
+            continue  # post-figures.json: the post's numbers, quoted
+        rows.append([f"`results/{path.name}`", f"`{doc['harness']}.py`", len(doc["runs"]), provenance(doc)])
+    return markdown_table(["File", "Harness", "Runs", "Machine and versions"], rows, text_columns=2,
+                          last_is_text=True) + "\n"
+
+
 SECTIONS = {"kill": kill_section, "throughput": throughput_section, "ratios": ratio_section,
             "batch": batch_section, "rebalance": rebalance_section, "storage": storage_section,
             "layouts": layouts_section, "sizing": sizing_section, "external": external_section,
-            "faults": faults_section}
+            "faults": faults_section, "race": race_section, "findings": findings_section,
+            "results-index": results_index_section}
+DOCUMENTS = [README, ROOT / "docs" / "results.md"]  # every file with report markers
 
 
 def chart() -> Path | None:
@@ -380,20 +464,27 @@ def render(text: str) -> str:
 
 
 def main(argv=None) -> int:
-    parser = cli.Parser(description="Rewrite README.md's results tables from results/.")
-    parser.add_argument("--check", action="store_true", help="only check that README.md is up to date")
+    parser = cli.Parser(description="Rewrite README.md's and docs/'s results tables from results/.")
+    parser.add_argument("--check", action="store_true", help="only check that they are up to date")
     args = parser.parse_args(argv)
-    current = README.read_text()
-    fresh = render(current)
+    stale = []
+    for document in DOCUMENTS:
+        current = document.read_text()
+        fresh = render(current)
+        if fresh == current:
+            continue
+        if args.check:
+            stale.append(str(document.relative_to(ROOT)))
+        else:
+            document.write_text(fresh)
     if args.check:
-        if fresh != current:
-            print("report.py: README.md is out of date with results/; run `python report.py`", file=sys.stderr)
+        if stale:
+            print(f"report.py: {', '.join(stale)} out of date with results/; run `python report.py`", file=sys.stderr)
             return 1
-        print("README.md matches results/")
+        print("README.md and docs/ match results/")
         return 0
-    README.write_text(fresh)
     charts = [str(out.relative_to(ROOT)) for out in (chart(), batch_chart()) if out]
-    print(f"README.md rewritten{', charts: ' + ', '.join(charts) if charts else ''}")
+    print(f"README.md and docs/ rewritten{', charts: ' + ', '.join(charts) if charts else ''}")
     return 0
 
 

@@ -17,7 +17,6 @@ the unprivileged user `nobody`, because the server refuses to run as root.
     python stack.py down      # stop exactly what `up` started
 """
 import base64
-import contextlib
 import functools
 import hashlib
 import importlib.util
@@ -34,11 +33,10 @@ import uuid
 from pathlib import Path
 
 import cli
-from settings import BROKERS, DSN
+from settings import BROKERS, DSN, ROOT
 
 KAFKA_VERSION = "4.3.1"
 POSTGRES_VERSION = "18.6"
-ROOT = Path(__file__).resolve().parent
 CACHE = ROOT / ".cache"
 KAFKA_HOME = CACHE / "kafka"
 KAFKA_LIBS = KAFKA_HOME / "libs"
@@ -423,37 +421,6 @@ def postgres_down() -> None:
     if stopped.returncode != 0:
         raise StackError(f"pg_ctl stop failed: {stopped.stderr.strip()}")
     print(f"postgres: stopped (pid {pid})")
-
-
-# --- faults, for measure_faults.py ------------------------------------------------
-
-def postgres_restart_immediate(deadline_s: float = 60.0) -> float:
-    """Stop PostgreSQL in immediate mode (no checkpoint, every backend killed: crash recovery
-    on start), start it again, and return how long until it answered."""
-    _, home = postgres_paths()
-    started = time.monotonic()
-    stopped = pg_ctl("-m", "immediate", "-w", "-t", str(int(deadline_s)), "stop")
-    if stopped.returncode != 0:
-        raise StackError(f"pg_ctl stop -m immediate failed: {stopped.stderr.strip()}")
-    begun = pg_ctl("-l", home / "postgres.log", "-w", "-t", str(int(deadline_s)), "start")
-    if begun.returncode != 0:
-        raise StackError(f"PostgreSQL did not come back: {begun.stderr.strip()}\n{tail(home / 'postgres.log')}")
-    wait_for(lambda: postgres_connect("postgres"), deadline_s, "PostgreSQL answering after a restart")
-    return time.monotonic() - started
-
-
-def kafka_kill() -> None:
-    """SIGKILL the broker this checkout started: no controlled shutdown, no log flush."""
-    pid = kafka_pid()
-    if pid is None:
-        raise StackError("no broker started by stack.py is running")
-    os.kill(pid, signal.SIGKILL)
-    end = time.monotonic() + 30
-    while pid_alive(pid) and time.monotonic() < end:
-        with contextlib.suppress(ChildProcessError):  # reap it if this process started it
-            os.waitpid(pid, os.WNOHANG)
-        time.sleep(0.1)
-    KAFKA_PID.unlink(missing_ok=True)
 
 
 # --- verbs ---------------------------------------------------------------------

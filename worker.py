@@ -8,7 +8,7 @@ the inbox is used; the side effect is the same single Postgres transaction
     a2  auto-commit with the client's defaults, consume() in batches of 100, no dedup
     b   auto-commit off, synchronous commit after the DB transaction, no inbox
     c   consume.run() unchanged: the inbox, then the commit
-    d   consume.run_batched(): the inbox for up to --batch messages in one transaction,
+    d   consume_batched.run_batched(): the inbox for up to --batch messages in one transaction,
         then one synchronous commit of the batch's offsets
     raw the same client reading the topic with no database and no commits: the
         ceiling the client alone reaches, for measure_throughput.py
@@ -37,10 +37,22 @@ from confluent_kafka import Consumer
 
 import cli
 import consume
+import consume_batched
 from publish import ensure_topic, make_producer
 from settings import BROKERS, DSN
 
 log = logging.getLogger("worker")
+LOG_FORMAT = "%(asctime)s {variant}[{pid}] %(name)s %(message)s"  # harness.py parses this shape
+
+# The lines the harnesses count or wait on, printed here and nowhere else (harness.py parses them).
+FIRST_EFFECT_LOG = "first side effect %s"
+STALLING_LOG = "stalling %s for %gs"
+STALL_OVER_LOG = "stall over %s, writing its effect"
+REPORT_LOG = "report: %s"  # raw's own measurement, one JSON object
+ACK_FAILED_LOG = "acknowledgement failed: %s (%s/%s)"  # share groups: the record's lock had expired
+# Exit codes of a worker that crashed itself on purpose (a planted crash), not by accident.
+EXIT_CRASHED_AFTER_EFFECT = 3  # the effect landed (a DB commit, a provider call); nothing records it further
+EXIT_CRASHED_BEFORE_CALL = 4  # the lease is taken; the call never went out
 VARIANTS = ("a1", "a2", "b", "c", "d", "raw", "ext", "outbox", "relay", "share-b", "share-c")
 
 
@@ -81,9 +93,9 @@ class Stall:
 
     def maybe(self, conn: psycopg.Connection, event_id: str, event: dict) -> None:
         if self.first_time(event_id, event):
-            log.warning("stalling %s for %gs", event_id, self.seconds)
+            log.warning(STALLING_LOG, event_id, self.seconds)
             time.sleep(self.seconds)
-            log.warning("stall over %s, writing its effect", event_id)
+            log.warning(STALL_OVER_LOG, event_id)
 
 
 def make_apply(work_ms: float, stall: Stall):
@@ -97,7 +109,7 @@ def make_apply(work_ms: float, stall: Stall):
         consume.credit_account(conn, event_id, event)
         if not first.is_set():
             first.set()
-            log.info("first side effect %s", event_id)
+            log.info(FIRST_EFFECT_LOG, event_id)
 
     return apply
 
@@ -111,10 +123,10 @@ def make_apply_batch(work_ms: float, stall: Stall):
             stall.maybe(conn, event_id, event)
         if work_ms:
             time.sleep(work_ms * len(credits) / 1000)
-        consume.credit_accounts(conn, credits)
+        consume_batched.credit_accounts(conn, credits)
         if not first.is_set():
             first.set()
-            log.info("first side effect %s", credits[0][0])
+            log.info(FIRST_EFFECT_LOG, credits[0][0])
 
     return apply_batch
 
@@ -135,7 +147,7 @@ def run_raw(topic: str, group: str, stop: threading.Event, expect: int, batch: i
             if expect and len(stamps) >= expect:
                 gaps = sorted(b - a for a, b in zip(stamps, stamps[1:], strict=False))
                 seconds = stamps[-1] - stamps[0]
-                log.info("report: %s", json.dumps({
+                log.info(REPORT_LOG, json.dumps({
                     "messages": len(stamps), "first_to_last_s": round(seconds, 3),
                     "msgs_per_s": round((len(stamps) - 1) / seconds, 1) if seconds else None,
                     "gap_p50_ms": round(gaps[len(gaps) // 2] * 1000, 4),
@@ -187,18 +199,18 @@ def run_external(args, stop: threading.Event, overrides: dict) -> None:
     def note_first(event_id):
         if not first.is_set():
             first.set()
-            log.info("first side effect %s", event_id)
+            log.info(FIRST_EFFECT_LOG, event_id)
 
     def after_call(event_id):
         note_first(event_id)
         if crash_once(event_id, {"seq": seq_from_id(event_id)}):
             log.warning("crashing after the call for %s, before its mark-done", event_id)
-            os._exit(3)  # the call landed; nothing records that it did
+            os._exit(EXIT_CRASHED_AFTER_EFFECT)  # the call landed; nothing records that it did
 
     def before_call(event_id):
         if crash_before_once(event_id, {"seq": seq_from_id(event_id)}):
             log.warning("crashing after the claim of %s, before its call", event_id)
-            os._exit(4)  # the lease is taken; the call never went out
+            os._exit(EXIT_CRASHED_BEFORE_CALL)
 
     if args.variant == "relay":
         consume_external.run_relay(client, DSN, stop, batch=10, after_call=after_call)
@@ -245,7 +257,7 @@ def run_share(args, stop: threading.Event, apply, handle) -> None:
                     consumer.acknowledge(msg)
                 for tp, error in (consumer.commit_sync(30) or {}).items():
                     if error is not None:
-                        log.warning("acknowledgement failed: %s (%s/%s)", error.args[0].name(), tp.topic,
+                        log.warning(ACK_FAILED_LOG, error.args[0].name(), tp.topic,
                                     tp.partition)
     finally:
         consumer.close()
@@ -270,7 +282,7 @@ def client_overrides(args) -> dict:
 
 def main(args) -> None:
     logging.basicConfig(level=logging.INFO, stream=sys.stderr,
-                        format=f"%(asctime)s {args.variant}[{os.getpid()}] %(name)s %(message)s")
+                        format=LOG_FORMAT.format(variant=args.variant, pid=os.getpid()))
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     stall = Stall(args.slow_every, args.slow_seconds)
@@ -288,7 +300,7 @@ def main(args) -> None:
     def crash(event_ids):
         if args.crash_after in event_ids:
             log.warning("crashing after the DB commit of %s, before its offset commit", args.crash_after)
-            os._exit(3)  # no finally, no close(), no offset commit
+            os._exit(EXIT_CRASHED_AFTER_EFFECT)  # no finally, no close(), no offset commit
 
     if args.variant in ("share-b", "share-c"):
         run_share(args, stop, apply, consume.handle_once if args.variant == "share-c" else apply_without_inbox)
@@ -297,7 +309,7 @@ def main(args) -> None:
         run_external(args, stop, overrides)
         return
     if args.variant == "d":
-        consume.run_batched(args.topic, args.group, make_apply_batch(args.work_ms, stall), batch=args.batch,
+        consume_batched.run_batched(args.topic, args.group, make_apply_batch(args.work_ms, stall), batch=args.batch,
                             stop=stop, after_db_commit=lambda msgs, outcome: crash(
                                 {consume.event_id_of(m) for m in msgs} if outcome["applied"] else ()),
                             **overrides)

@@ -1,34 +1,54 @@
-"""Fixtures: the real services named in settings.py, and a fresh schema, topic and
-group per test (uuid suffix), so a test that kills a consumer leaves nothing behind."""
-import sys
+"""Fixtures: the real services named in settings.py, asked for by the tests that need them,
+and a fresh schema, topic and group per test (uuid suffix), so a test that kills a consumer
+leaves nothing behind. A test that needs Postgres asks for `dsn` or `conn` (or `postgres`),
+one that needs Kafka asks for `topic` (or `kafka`), one that runs a whole harness asks for
+`services`; the pure tests (the checker's, the CLI's) ask for nothing and run with both down."""
+import os
 import uuid
-from pathlib import Path
 
 import psycopg
 import pytest
-from confluent_kafka.admin import AdminClient
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-import harness  # noqa: E402
-from settings import BROKERS, DSN  # noqa: E402
+import harness
+from settings import BROKERS, DSN
 
 
-@pytest.fixture(scope="session", autouse=True)
-def services():
-    """One warm-up: stop the whole run, with a clear message, if a service is down."""
+@pytest.fixture(scope="session")
+def postgres():
+    """The warm-up: stop the whole run, with one clear line, if PostgreSQL is down."""
     try:
         with psycopg.connect(DSN, connect_timeout=5) as conn:
             conn.execute("SELECT 1")
     except psycopg.Error as e:
         pytest.exit(f"PostgreSQL at {DSN} is not reachable ({str(e).strip()}); start it with `make up`", returncode=3)
+    return DSN
+
+
+@pytest.fixture(scope="session")
+def kafka():
+    """The warm-up for Kafka, the same way."""
+    from confluent_kafka.admin import AdminClient
+
     brokers = AdminClient({"bootstrap.servers": BROKERS}).list_topics(timeout=15).brokers
     if not brokers:
         pytest.exit(f"Kafka at {BROKERS} is not reachable; start it with `make up`", returncode=3)
+    return BROKERS
+
+
+@pytest.fixture(scope="session")
+def services(postgres, kafka):
+    return postgres, kafka
+
+
+@pytest.fixture(autouse=True)
+def _root_for_root_tests(request):
+    """A `root` test builds network namespaces: without root it fails, saying so (it is never skipped)."""
+    if request.node.get_closest_marker("root") and os.geteuid() != 0:
+        pytest.fail("this test needs root (ip netns); run the suite as root, as CI does")
 
 
 @pytest.fixture
-def schema():
+def schema(postgres):
     name = harness.unique("t")
     harness.create_schema(name)
     yield name
@@ -47,7 +67,7 @@ def conn(dsn):
 
 
 @pytest.fixture
-def topic():
+def topic(kafka):
     name = f"test.{uuid.uuid4().hex[:12]}"
     harness.create_topic(name)
     yield name

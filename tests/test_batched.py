@@ -5,10 +5,10 @@ import psycopg
 import pytest
 from helpers import drained, read_all, send
 
-import consume
+import consume_batched
 import harness
 import measure_kill
-from consume import handle_batch
+from consume_batched import handle_batch
 
 
 def credits(ids, account=1, amount=10):
@@ -51,7 +51,7 @@ def test_overlapping_batches_in_two_consumers_apply_each_id_once(dsn, conn):
     def holding(c, batch):
         claimed.set()
         assert release.wait(30)
-        consume.credit_accounts(c, batch)
+        consume_batched.credit_accounts(c, batch)
 
     def first():
         with psycopg.connect(dsn, autocommit=True) as c:
@@ -114,7 +114,7 @@ def test_poison_inside_a_batch_goes_to_dlq_and_the_rest_is_applied(topic, group,
                  (b"9", b'{"account_id": 9999, "amount": 5}', [("event_id", b"p-2")]),
                  (b"1", b'{"account_id": 1, "amount": 100}', [("event_id", b"g-2")]), good])
     stop = threading.Event()
-    thread = threading.Thread(target=consume.run_batched, args=(topic, group),
+    thread = threading.Thread(target=consume_batched.run_batched, args=(topic, group),
                               kwargs={"dsn": dsn, "stop": stop, "batch": 10}, daemon=True)
     thread.start()
     try:
@@ -127,11 +127,13 @@ def test_poison_inside_a_batch_goes_to_dlq_and_the_rest_is_applied(topic, group,
     assert per_id(conn) == {"g-1": 1, "g-2": 1}
 
 
+@pytest.mark.slow
+@pytest.mark.usefixtures("services")
 @pytest.mark.parametrize("batch", [50])
-def test_batched_inbox_survives_hard_kills(batch, tmp_path):
+def test_batched_inbox_survives_hard_kills(batch):
     config = {"runs": 1, "kills": 3, "events": 6000, "partitions": 3, "work_ms": 2, "life": [0.5, 1.5],
               "seed": 11, "session_timeout_ms": 2000, "heartbeat_interval_ms": 500, "batch": batch}
-    record = measure_kill.run_once("d", 1, config, tmp_path, keep=False)
+    record = measure_kill.run_once("d", 1, config)
     assert record["kills"] == 3, record["kill_log"]
     assert (record["duplicates"], record["lost"], record["unexpected"]) == (0, 0, 0)
     assert record["balances_exact"] is True

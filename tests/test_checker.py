@@ -1,5 +1,5 @@
 """The checker on tiny hand-made data: no Kafka, no Postgres."""
-from harness import check
+from checker import check
 
 PUBLISHED = {"e1": {"account_id": 1, "amount": 10}, "e2": {"account_id": 1, "amount": 5},
              "e3": {"account_id": 2, "amount": 7}}

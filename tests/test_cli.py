@@ -25,6 +25,11 @@ BAD = [
     ("measure_throughput.py", ["--sweep-batch", "10,0"], "batch sizes must be at least 1"),
     ("consume.py", ["--nope"], "unrecognized arguments"),
     ("report.py", ["--nope"], "unrecognized arguments"),
+    ("measure_race.py", ["--variant", "d", "--copies", "7"], "needs at least as many --partitions"),
+    ("measure_race.py", ["--variant", "d", "--consumers", "0"], "--consumers must be at least 1"),
+    ("measure_faults.py", ["--fault", "flood", "--variant", "c"], "invalid choice"),
+    ("measure_external.py", ["--policy", "all", "--crash-every", "0"], "--crash-every must be at least 1"),
+    ("consume_batched.py", ["--batch", "0"], "--batch must be at least 1"),
 ]
 
 

@@ -154,12 +154,14 @@ def test_outbox_relay_on_two_workers_calls_once_per_row(dsn, conn, provider_in):
     assert per_reference == (60, 60)
 
 
-def test_keys_survive_hard_kills_and_crashes_around_the_call(tmp_path):
+@pytest.mark.slow
+@pytest.mark.usefixtures("services")
+def test_keys_survive_hard_kills_and_crashes_around_the_call():
     import measure_external
 
     config = {"events": 200, "kills": 3, "partitions": 3, "work_ms": 5, "life": [0.5, 1.0], "seed": 5,
               "lease_s": 1.0, "crash_every": 25, "crash_before_every": 23, "session_timeout_ms": 2000}
-    record = measure_external.run_once("keys", 1, config, tmp_path, keep=False)
+    record = measure_external.run_once("keys", 1, config)
     assert record["crashed_after_call"] + record["crashed_before_call"] >= 1, record["kill_log"]
     assert (record["duplicates"], record["lost"], record["balances_exact"]) == (0, 0, True)
 

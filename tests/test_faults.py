@@ -4,30 +4,34 @@ import pytest
 
 import measure_faults
 
+pytestmark = [pytest.mark.usefixtures("services"), pytest.mark.slow]
+
 CONFIG = {"events": 800, "partitions": 6, "work_ms": 10, "faults": 1, "every_s": 2, "outage_s": 8,
           "session_timeout_ms": 3000, "max_poll_interval_ms": 5000, "batch": 50, "seed": 1,
           # share-lock: one handler (event 500) outlives a 2 s lock by 2 s
           "lock_ms": 2000, "overrun_s": 2, "slow_every": 500, "max_poll_records": 1, "one_record_batches": True}
 
 
-@pytest.mark.parametrize("fault", measure_faults.FAULTS)
-def test_the_inbox_survives(fault, tmp_path):
-    record = measure_faults.run_once(fault, "c", 1, CONFIG, tmp_path)
+@pytest.mark.parametrize("fault", [pytest.param(f, marks=pytest.mark.root) if f.startswith("partition") else f
+                                   for f in measure_faults.FAULTS])
+def test_the_inbox_survives(fault):
+    record = measure_faults.run_once(fault, "c", 1, CONFIG)
     assert record["faults"] == 1
     assert (record["duplicates"], record["lost"], record["unexpected"]) == (0, 0, 0), record
     assert record["balances_exact"] is True
 
 
+@pytest.mark.root
 @pytest.mark.parametrize("fault", ["partition-broker", "partition-db"])
-def test_without_the_inbox_a_partition_zombie_duplicates(fault, tmp_path):
+def test_without_the_inbox_a_partition_zombie_duplicates(fault):
     # Whether one cut lands while the cut-off consumer holds a credited message is chance
     # (about half the time in results/faults.json); three cuts in a run always gave one.
-    record = measure_faults.run_once(fault, "b", 1, {**CONFIG, "faults": 3}, tmp_path)
+    record = measure_faults.run_once(fault, "b", 1, {**CONFIG, "faults": 3})
     assert record["duplicates"] >= 1, record
     assert record["lost"] == 0
 
 
-def test_without_the_inbox_a_lock_expiry_duplicates_its_record(tmp_path):
-    record = measure_faults.run_once("share-lock", "b", 1, CONFIG, tmp_path)
+def test_without_the_inbox_a_lock_expiry_duplicates_its_record():
+    record = measure_faults.run_once("share-lock", "b", 1, CONFIG)
     assert record["faults"] == 1
     assert (record["duplicates"], record["lost"]) == (1, 0), record

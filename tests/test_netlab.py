@@ -5,6 +5,8 @@ import sys
 import threading
 import uuid
 
+import pytest
+
 import netlab
 
 CLIENT = """
@@ -25,6 +27,7 @@ class Echo(socketserver.BaseRequestHandler):
             self.request.sendall(data)
 
 
+@pytest.mark.root
 def test_a_cut_is_a_blackhole_until_healed():
     server = socketserver.ThreadingTCPServer(("127.0.0.1", 0), Echo)
     server.daemon_threads = True

@@ -8,7 +8,7 @@ import pytest
 
 import consume
 import measure_race
-from consume import handle_batch
+from consume_batched import handle_batch
 from harness import wait_until
 
 
@@ -138,6 +138,8 @@ def test_any_other_error_on_a_live_connection_is_not_retried(dsn):
     assert attempts == [1]
 
 
+@pytest.mark.slow
+@pytest.mark.usefixtures("services")
 @pytest.mark.parametrize("variant", ["c", "d", "external", "outbox"])
 def test_consumers_racing_on_copies_apply_each_event_once(variant):
     """The race harness, small: 3 consumers, every event 3 times on distinct partitions, 5 hot

@@ -4,6 +4,8 @@ import datetime
 
 import pytest
 
+import checker
+import harness
 import measure_rebalance
 
 CONFIG = {"events": 20, "consumers": 2, "partitions": 2, "slow_every": 15, "slow_seconds": 5,
@@ -11,9 +13,11 @@ CONFIG = {"events": 20, "consumers": 2, "partitions": 2, "slow_every": 15, "slow
 
 
 # d replays its whole batch after the eviction, so it skips every message of it, not just one.
+@pytest.mark.slow
+@pytest.mark.usefixtures("services")
 @pytest.mark.parametrize("variant, duplicates, skipped", [("b", 1, 0), ("c", 0, 1), ("d", 0, None)])
-def test_zombie_after_eviction(variant, duplicates, skipped, tmp_path):
-    record = measure_rebalance.run_once(variant, 1, {**CONFIG, "group_protocol": "classic"}, tmp_path)
+def test_zombie_after_eviction(variant, duplicates, skipped):
+    record = measure_rebalance.run_once(variant, 1, {**CONFIG, "group_protocol": "classic"})
     assert (record["stalls"], record["evictions"]) == (1, 1), record["examples"]
     assert (record["duplicates"], record["lost"]) == (duplicates, 0), record
     if skipped is None:
@@ -32,16 +36,20 @@ def _maxpoll(clock: str) -> str:
     return f"%4|{at:.3f}|MAXPOLL|rdkafka#consumer-2| [thrd:main]: Application maximum poll interval exceeded"
 
 
+def handovers(logs: dict) -> list[dict]:
+    return checker.handovers([event for name, lines in logs.items() for event in harness.timeline(name, lines)])
+
+
 def test_handovers_from_hand_made_logs():
-    """No Kafka: the analysis is a pure function of log lines."""
+    """No Kafka: the analysis is a pure function of log lines (parsed by harness.timeline)."""
     moved = {"w1": [_line("00,000", "partitions assigned: 0,1"), _maxpoll("10,000"),
                     _line("12,000", "stall over r1-500, writing its effect")],
              "w2": [_line("00,000", "partitions assigned: 2,3"), _line("10,500", "partitions assigned: 1")]}
-    assert measure_rebalance.handovers(moved) == [
+    assert handovers(moved) == [
         {"worker": "w1", "next_owner": "other", "handover_s": 0.5, "zombie_s": 2.0}]
     back = {"w1": [_line("00,000", "partitions assigned: 0,1"), _maxpoll("10,000"),
                    _line("12,000", "stall over r1-500, writing its effect"),
                    _line("12,100", "partitions lost: 0,1"), _line("12,200", "partitions assigned: 0,1")],
             "w2": [_line("00,000", "partitions assigned: 2,3"), _line("30,000", "partitions assigned: 0")]}
-    assert measure_rebalance.handovers(back) == [
+    assert handovers(back) == [
         {"worker": "w1", "next_owner": "self", "handover_s": 2.2, "zombie_s": 2.0}]

@@ -9,6 +9,8 @@ import pytest
 import harness
 import stack
 
+pytestmark = pytest.mark.usefixtures("services")
+
 
 def run_stack(*args, timeout=120):
     return subprocess.run([sys.executable, str(harness.ROOT / "stack.py"), *args], capture_output=True, text=True,

@@ -5,9 +5,11 @@ import pytest
 import measure_throughput
 
 
+@pytest.mark.slow
+@pytest.mark.usefixtures("services")
 @pytest.mark.parametrize("variant", ["a2", "c"])
-def test_throughput_run_times_every_credit_once(variant, tmp_path):
-    record = measure_throughput.run_once(variant, 1, 300, 2, tmp_path)
+def test_throughput_run_times_every_credit_once(variant):
+    record = measure_throughput.run_once(variant, 1, {"events": 300, "partitions": 2})
     assert (record["duplicates"], record["lost"], record["balances_exact"]) == (0, 0, True)
     assert record["msgs_per_s"] > 0
     assert 0 <= record["gap_p50_ms"] <= record["gap_p99_ms"]

@@ -1,0 +1,99 @@
+"""The checker: what was published against what was applied. Pure: no Kafka, no Postgres.
+
+Claim: a run's verdict is a function of two lists alone, the events a harness
+published and the effects it found (ledger rows, or a provider's charges), so it
+is tested on tiny hand-made data (tests/test_checker.py) and trusted on big runs.
+Beside it, the counts the workers' log lines add up to, and the rebalance
+handover read from their timelines (parsed by harness.py, the one place that
+reads log lines).
+
+Assumptions: none. This module imports nothing that talks to a service.
+"""
+import collections
+
+
+def check(published: dict[str, dict], effects: list[tuple], balances: dict[int, int]) -> dict:
+    """Compare what was published with what was applied.
+
+    published: event ID -> event ({"account_id", "amount"}); effects: (event_id,
+    account_id, amount) rows; balances: account -> balance.
+    duplicates counts effects beyond the first per event ID; lost counts
+    published IDs with no effect; balances_exact says every account holds exactly
+    the sum of its published credits.
+    """
+    per_id = collections.Counter(row[0] for row in effects)
+    expected = collections.Counter()
+    for event in published.values():
+        expected[event["account_id"]] += event["amount"]
+    accounts = set(expected) | set(balances)
+    return {
+        "duplicates": sum(n - 1 for event_id, n in per_id.items() if event_id in published),
+        "lost": sum(1 for event_id in published if event_id not in per_id),
+        "unexpected": sum(n for event_id, n in per_id.items() if event_id not in published),
+        "ledger_rows": len(effects),
+        "balance_total": sum(balances.values()),
+        "expected_balance": sum(expected.values()),
+        "balances_exact": all(balances.get(a, 0) == expected.get(a, 0) for a in accounts),
+    }
+
+
+def balances_of(effects: list[tuple]) -> dict[int, int]:
+    """What each account would hold from these effects alone: a provider has no balances table."""
+    balances = collections.Counter()
+    for _, account, amount in effects:
+        balances[account] += amount
+    return dict(balances)
+
+
+def tally(workers) -> tuple[collections.Counter, dict]:
+    """The workers' counted log lines, added up, and the first example line of each kind.
+    A worker is anything with `counts` (a Counter) and `examples` (kind -> line)."""
+    counts, examples = collections.Counter(), {}
+    for worker in workers:
+        counts.update(worker.counts)
+        for kind, line in worker.examples.items():
+            examples.setdefault(kind, line)
+    return counts, examples
+
+
+def failures(counts: collections.Counter, kind: str = "commit_failed") -> dict:
+    """{code: how many} for a counted kind with a code, e.g. commit_failed:UNKNOWN_MEMBER_ID."""
+    return {key.split(":", 1)[1]: n for key, n in counts.items() if key.startswith(f"{kind}:")}
+
+
+def handovers(timeline: list[tuple]) -> list[dict]:
+    """Per eviction: who was given one of the evicted worker's partitions next ("other", or
+    "self" once the zombie rejoined; None if nobody was), how long after librdkafka's MAXPOLL
+    line (handover_s), and how long the zombie took to finish its stalled message (zombie_s).
+    Whoever owns the partition next starts at the last committed offset: if the zombie's own
+    commit failed, that owner, even the zombie itself, handles the message again.
+
+    timeline: (unix time, worker, what, partitions) with what in "evicted", "stall over",
+    "assigned", "revoked", "lost" (partitions a frozenset for the last three)."""
+    events = sorted(timeline)
+    owned = collections.defaultdict(frozenset)
+    found = []
+    for i, (at, worker, what, parts) in enumerate(events):
+        if what == "assigned":
+            owned[worker] |= parts
+        elif what in ("revoked", "lost"):
+            owned[worker] -= parts
+        elif what == "evicted":
+            mine = owned[worker]
+            owner = handover = zombie = None
+            for later, other, kind, moved in events[i + 1:]:
+                if zombie is None and other == worker and kind == "stall over":
+                    zombie = round(later - at, 2)
+                if owner is None and kind == "assigned" and moved & mine:
+                    owner, handover = ("self" if other == worker else "other"), round(later - at, 2)
+                if zombie is not None and owner is not None:
+                    break
+            found.append({"worker": worker, "next_owner": owner, "handover_s": handover, "zombie_s": zombie})
+    return found
+
+
+def handover_fields(moves: list[dict]) -> dict:
+    """A run record's handover fields: every handover's delay, and where the partitions went."""
+    return {"handover_s": [m["handover_s"] for m in moves],
+            "moved_to_other": sum(m["next_owner"] == "other" for m in moves),
+            "back_to_zombie": sum(m["next_owner"] == "self" for m in moves)}

@@ -1,0 +1,148 @@
+"""The nemesis: every fault the lab injects, in one place.
+
+Claim: each fault is bounded in time and healed before it returns, and the ones
+drawn at random are drawn from a seed, so every variant meets the same schedule.
+
+    kill schedule   SIGKILL a worker `life` seconds after its first effect, for
+                    each life on a seeded schedule (M1, M5); no finally, no close()
+    stall           --slow-every N --slow-seconds S: the first handling of every
+                    N-th event (by seq) sleeps S inside its handler (worker.Stall),
+                    past max.poll.interval.ms (M2) or a share lock (M6)
+    pg-restart      PostgreSQL stopped in immediate mode and started again
+    broker-restart  the Kafka broker SIGKILLed and started again
+    partition-*     one consumer's link to the broker, or to Postgres, cut and
+                    healed through netlab.py's bridge; every byte stays on loopback
+
+Assumptions: the restarts need the embedded stack (stack.py) this checkout
+started; the partitions need root (ip netns).
+"""
+import argparse
+import contextlib
+import os
+import random
+import signal
+import time
+import uuid
+
+import netlab
+import stack
+
+FAULTS = ("pg-restart", "broker-restart", "partition-broker", "partition-db")
+
+
+# --- the kill schedule -------------------------------------------------------------
+
+def kill_schedule(seed: int, kills: int, life: tuple[float, float]) -> list[float]:
+    """Seconds each worker lives after its first side effect; the same for every variant."""
+    rng = random.Random(seed)
+    return [round(rng.uniform(*life), 3) for _ in range(kills)]
+
+
+def life_range(text: str) -> tuple[float, float]:
+    """--life MIN,MAX, for argparse."""
+    try:
+        low, high = (float(part) for part in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected MIN,MAX in seconds, got {text!r}") from None
+    if not 0 < low <= high:
+        raise argparse.ArgumentTypeError(f"need 0 < MIN <= MAX, got {text!r}")
+    return low, high
+
+
+def kill_loop(schedule: list[float], start, working, after_kill, on_progress=None) -> list[dict]:
+    """The kill loop. For each life: start() a worker; working(worker) is True once it applied
+    something and False when nothing is left to do (the loop then ends early); let it live
+    `life` seconds, wherever that leaves it, and SIGKILL it. after_kill(k, life, worker,
+    exit_code) makes the log entry (exit_code: None, or the code it crashed itself with)."""
+    log = []
+    for k, life in enumerate(schedule, 1):
+        worker = start()
+        if not working(worker):
+            worker.kill()
+            break
+        time.sleep(life)  # the fault schedule itself: the kill lands wherever the worker happens to be
+        exit_code = worker.proc.poll()
+        worker.kill()
+        log.append(after_kill(k, life, worker, exit_code))
+        if on_progress:
+            on_progress(f"kill {k} of {len(schedule)}")
+    return log
+
+
+# --- stalls --------------------------------------------------------------------------
+
+def stall_count(events: int, slow_every: int) -> int:
+    """How many handlers a run's --slow-every stalls: each N-th event, once."""
+    return events // slow_every if slow_every else 0
+
+
+# --- service restarts ----------------------------------------------------------------
+
+def postgres_restart_immediate(deadline_s: float = 60.0) -> float:
+    """Stop PostgreSQL in immediate mode (no checkpoint, every backend killed: crash recovery
+    on start), start it again, and return how long until it answered."""
+    _, home = stack.postgres_paths()
+    started = time.monotonic()
+    stopped = stack.pg_ctl("-m", "immediate", "-w", "-t", str(int(deadline_s)), "stop")
+    if stopped.returncode != 0:
+        raise stack.StackError(f"pg_ctl stop -m immediate failed: {stopped.stderr.strip()}")
+    begun = stack.pg_ctl("-l", home / "postgres.log", "-w", "-t", str(int(deadline_s)), "start")
+    if begun.returncode != 0:
+        raise stack.StackError(f"PostgreSQL did not come back: {begun.stderr.strip()}\n"
+                               f"{stack.tail(home / 'postgres.log')}")
+    stack.wait_for(lambda: stack.postgres_connect("postgres"), deadline_s, "PostgreSQL answering after a restart")
+    return time.monotonic() - started
+
+
+def kafka_kill() -> None:
+    """SIGKILL the broker this checkout started: no controlled shutdown, no log flush."""
+    pid = stack.kafka_pid()
+    if pid is None:
+        raise stack.StackError("no broker started by stack.py is running")
+    os.kill(pid, signal.SIGKILL)
+    end = time.monotonic() + 30
+    while stack.pid_alive(pid) and time.monotonic() < end:
+        with contextlib.suppress(ChildProcessError):  # reap it if this process started it
+            os.waitpid(pid, os.WNOHANG)
+        time.sleep(0.1)
+    stack.KAFKA_PID.unlink(missing_ok=True)
+
+
+def broker_restart() -> float:
+    """SIGKILL the broker and start it again; how long it was out."""
+    hit = time.monotonic()
+    kafka_kill()
+    stack.kafka_up()
+    return time.monotonic() - hit
+
+
+# --- network partitions --------------------------------------------------------------
+
+def service_ports() -> tuple[int, int]:
+    """(Kafka's port, Postgres's port): the links a namespace's bridge can cut."""
+    return stack.kafka_address()[1], stack.postgres_params()["port"]
+
+
+def isolated() -> netlab.Namespace:
+    """A network namespace whose links to both services run through a bridge this process holds."""
+    return netlab.Namespace(f"lab-{uuid.uuid4().hex[:6]}", list(service_ports()))
+
+
+def cut(ns: netlab.Namespace, port: int, seconds: float) -> float:
+    """Blackhole one link of `ns` for `seconds`, then heal it, whatever happens meanwhile."""
+    ns.bridge.cut(port)
+    try:
+        time.sleep(seconds)
+    finally:
+        ns.bridge.heal(port)
+    return seconds
+
+
+def inject(fault: str, ns: netlab.Namespace | None = None, outage_s: float = 0) -> float:
+    """One fault of FAULTS, healed before it returns; how long the service (or link) was out."""
+    if fault == "pg-restart":
+        return postgres_restart_immediate()
+    if fault == "broker-restart":
+        return broker_restart()
+    kafka_port, pg_port = service_ports()
+    return cut(ns, kafka_port if fault == "partition-broker" else pg_port, outage_s)

@@ -1,0 +1,210 @@
+"""Results files, their provenance, and the one loop that drives every measurement.
+
+Claim: every figure the README shows was written here, by a harness, into
+results/*.json of one shape: {"harness", "config", "machine", "versions",
+"runs": [...], "summary"}, with the machine and the versions it ran on. A file
+is rewritten atomically after every run, and a measurement started again with
+the same config and versions resumes where it stopped.
+
+Assumptions: the services in settings.py answer (versions() asks them).
+"""
+import json
+import os
+import platform
+import statistics
+import sys
+from pathlib import Path
+
+from settings import DSN, RESULTS
+
+# --- provenance --------------------------------------------------------------------
+
+def machine() -> dict:
+    mem_kib = 0
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal:"):
+                mem_kib = int(line.split()[1])
+    except OSError:
+        pass
+    return {"cores": os.cpu_count(), "memory_gib": round(mem_kib / 1024 / 1024, 1),
+            "platform": platform.platform(), "python": platform.python_version()}
+
+
+def versions() -> dict:
+    import confluent_kafka
+    import psycopg
+
+    import stack
+
+    with psycopg.connect(DSN) as conn:
+        postgres = conn.execute("SHOW server_version").fetchone()[0]
+    return {"kafka": stack.kafka_version() or "unknown", "postgresql": postgres,
+            "confluent_kafka": confluent_kafka.__version__, "librdkafka": confluent_kafka.libversion()[0],
+            "psycopg": psycopg.__version__}
+
+
+# --- figures -----------------------------------------------------------------------
+
+def stats(values) -> dict:
+    """Median, min and max: the spread every table shows."""
+    values = list(values)
+    return {"median": statistics.median(values), "min": min(values), "max": max(values)}
+
+
+def median_or_none(values, digits: int = 2) -> float | None:
+    values = list(values)
+    return round(statistics.median(values), digits) if values else None
+
+
+def summarise_runs(runs: list[dict], groups, *, key=lambda r: r["variant"], totals=(), spreads=(),
+                   extra=None) -> dict:
+    """Per group (a variant, usually), in `groups`' order: how many runs, in how many the
+    balances were exact, the `totals` summed over runs and the `spreads` as stats();
+    `extra(mine)` adds a harness's own fields."""
+    summary = {}
+    for group in groups:
+        mine = [r for r in runs if key(r) == group]
+        if not mine:
+            continue
+        entry = {"runs": len(mine), "balances_exact_runs": sum(bool(r["balances_exact"]) for r in mine)}
+        if totals:
+            entry["totals"] = {field: sum(r[field] for r in mine) for field in totals}
+        entry.update({field: stats(r[field] for r in mine) for field in spreads})
+        if extra:
+            entry.update(extra(mine))
+        summary[group] = entry
+    return summary
+
+
+def text_table(headers: list[str], rows: list[list], note: str = "") -> str:
+    """The closing table a harness prints: columns padded to fit, text left, numbers right."""
+    cells = [[str(c) for c in row] for row in rows]
+    widths = [max(len(h), *(len(r[i]) for r in cells)) if cells else len(h) for i, h in enumerate(headers)]
+    def number(text):  # 1,234  0.5  3/5  12 / 4, or "-" for none
+        return text == "-" or text.replace(",", "").replace(".", "").replace("/", "").replace(" ", "").isdigit()
+
+    numeric = [bool(cells) and all(number(r[i]) for r in cells) for i in range(len(headers))]
+
+    def line(values):
+        text = "  ".join(v.rjust(w) if num else v.ljust(w) for v, w, num in zip(values, widths, numeric, strict=True))
+        return text.rstrip()
+
+    lines = [line(headers), line(["-" * w for w in widths]), *(line(r) for r in cells)]
+    return "\n".join(lines) + (f"\n{note}" if note else "")
+
+
+# --- the file ------------------------------------------------------------------------
+
+class ResultsFile:
+    """One harness's results JSON. A file with the same config and versions is resumed
+    (its finished runs are kept); it is rewritten atomically after every run, so an
+    interrupted measurement loses at most one run."""
+
+    def __init__(self, name: str, path: Path, config: dict, force: bool = False):
+        self.path = Path(path)
+        self.document = {"harness": name, "config": config, "machine": machine(), "versions": versions(),
+                         "runs": [], "summary": {}}
+        if self.path.exists():
+            previous = json.loads(self.path.read_text())
+            same = (previous.get("config"), previous.get("versions")) == (config, self.document["versions"])
+            if same:
+                self.document["runs"] = previous["runs"]
+                progress(f"resuming {self.path}: {len(self.runs)} runs already done")
+            elif not force:
+                raise SystemExit(f"{name}: {self.path} holds runs with another config or other versions; "
+                                 "use --out or --force")
+
+    @property
+    def runs(self) -> list[dict]:
+        return self.document["runs"]
+
+    def done(self, **fields) -> bool:
+        """Whether a run with these field values is already recorded, e.g. done(variant="c", run=2)."""
+        return any(all(r.get(k) == v for k, v in fields.items()) for r in self.runs)
+
+    def add(self, record: dict, summarise) -> None:
+        self.runs.append(record)
+        self.document["summary"] = summarise(self.runs)
+        write_results(self.path, self.document)
+
+    def close(self, table) -> None:
+        """The closing summary table, made from the summary by `table`, and where it is."""
+        print()
+        print(table(self.document["summary"]))
+        print(f"\nwritten to {self.path}")
+
+
+def write_results(path: Path, document: dict) -> None:
+    """Write atomically, so an interrupted run never leaves half a file to resume from."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_suffix(path.suffix + ".partial")
+    partial.write_text(json.dumps(document, indent=2, default=str) + "\n")
+    partial.replace(path)
+
+
+class measurement_lock:
+    """One measurement at a time on these services; a second one fails at once, by name."""
+
+    def __init__(self, name: str):
+        self.path = RESULTS / "measurement.lock"
+        self.name = name
+        self._fd = None
+
+    def __enter__(self):
+        import fcntl
+
+        RESULTS.mkdir(exist_ok=True)
+        self._fd = open(self.path, "a+")
+        try:
+            fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            self._fd.seek(0)
+            holder = self._fd.read().strip() or "another measurement"
+            raise SystemExit(f"{self.name}: {holder} is running on these services; wait for it to finish") from None
+        self._fd.seek(0)
+        self._fd.truncate()
+        self._fd.write(f"{self.name} (pid {os.getpid()})")
+        self._fd.flush()
+        return self
+
+    def __exit__(self, *exc):
+        self._fd.close()
+
+
+def config_of(args, *how, **extra) -> dict:
+    """A results file's config: the parsed flags, less those that say how to run rather than
+    what was measured (`how`: --out, --force, ...), plus `extra`."""
+    return {**{k: v for k, v in vars(args).items() if k not in how}, **extra}
+
+
+# --- the driver ----------------------------------------------------------------------
+
+def progress(text: str) -> None:
+    print(text, file=sys.stderr, flush=True)
+
+
+def drive(name: str, out, config: dict, plan, run_once, summarise, table, verdict_line,
+          force: bool = False, rotate: bool = False, options: dict | None = None) -> dict:
+    """The loop every measurement runs. `plan` lists what one run covers, as dicts of the
+    fields that name a run (e.g. {"variant": "c"}); run r of each is run_once(**fields,
+    run=r, config=config). Runs are interleaved across the plan, so machine noise spreads
+    over all of it (`rotate` also shifts the order by one each run); a run already in the
+    file is skipped, not repeated; after each, its verdict line and its plain fields.
+    `options` reach run_once inside its config but are not recorded: how to run (e.g.
+    keep=True), not what was measured."""
+    plan = [dict(fields) for fields in plan]
+    results = ResultsFile(name, Path(out), config, force)
+    with measurement_lock(name):
+        for run in range(1, config["runs"] + 1):
+            shift = (run - 1) % len(plan) if rotate else 0
+            for fields in plan[shift:] + plan[:shift]:
+                if results.done(**fields, run=run):
+                    continue
+                progress(f"{name}: {' '.join(map(str, fields.values()))} run {run} of {config['runs']}")
+                record = run_once(**fields, run=run, config={**config, **(options or {})})
+                results.add(record, summarise)
+                print(verdict_line(record))
+                print(json.dumps({k: v for k, v in record.items() if not isinstance(v, (list, dict))}), flush=True)
+    results.close(table)
+    return results.document
