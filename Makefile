@@ -11,7 +11,7 @@ setup: $(VENV)/.installed $(KAFKA_JAR)
 
 $(VENV)/.installed: requirements.txt
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 10) else "Python 3.10 or newer is needed, found " + sys.version.split()[0])'
-	$(PYTHON) -m venv $(VENV)
+	@$(PYTHON) -m venv $(VENV) || { echo "make: $(PYTHON) -m venv failed: install the venv module (apt-get install python3-venv), then run make again" >&2; rm -rf $(VENV); exit 1; }
 	$(VENV)/bin/pip install --quiet --disable-pip-version-check -r requirements.txt
 	touch $@
 
@@ -29,7 +29,7 @@ status: setup
 
 # The main job, short: the inbox consumer SIGKILLed 5 times over 2,000 credits.
 demo: up
-	$(PY) measure_kill.py --variant c --runs 1 --kills 5 --events 2000 --out .cache/demo-kill.json --force
+	$(PY) measure_kill.py --variant c --runs 1 --kills 5 --events 2000 --out .cache/demo-kill.json --force --explain
 
 # The pattern end to end in a minute: duplicates skipped, poison dead-lettered, exact balances.
 tour: up
@@ -55,6 +55,7 @@ measure: up
 	for v in b c; do $(PY) measure_faults.py --fault share-lock --variant $$v --runs 5 || exit 1; done
 	$(PY) measure_faults.py --fault share-lock --variant b --runs 5 --producer-batching --max-poll-records 0 \
 	  --work-ms 0 --lock-ms 5000 --out results/faults-share-batched.json
+	$(PY) measure_race.py --variant all --consumers 3 --copies 3 --accounts 20 --runs 5
 	$(PY) report.py
 
 report: setup

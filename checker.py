@@ -68,9 +68,10 @@ def handovers(timeline: list[tuple]) -> list[dict]:
     Whoever owns the partition next starts at the last committed offset: if the zombie's own
     commit failed, that owner, even the zombie itself, handles the message again.
 
-    timeline: (unix time, worker, what, partitions) with what in "evicted", "stall over",
-    "assigned", "revoked", "lost" (partitions a frozenset for the last three)."""
-    events = sorted(timeline)
+    timeline: (unix time, worker, what, detail) with what among "evicted", "stall over",
+    "assigned", "revoked", "lost" (detail a frozenset of partitions for the last three);
+    other kinds are passed over."""
+    events = sorted(timeline, key=lambda e: e[:3])  # details (sets, IDs, None) do not compare
     owned = collections.defaultdict(frozenset)
     found = []
     for i, (at, worker, what, parts) in enumerate(events):
@@ -97,3 +98,68 @@ def handover_fields(moves: list[dict]) -> dict:
     return {"handover_s": [m["handover_s"] for m in moves],
             "moved_to_other": sum(m["next_owner"] == "other" for m in moves),
             "back_to_zombie": sum(m["next_owner"] == "self" for m in moves)}
+
+
+def first_eviction(timeline: list[tuple], credits: list[tuple[str, float]]) -> dict | None:
+    """The story of the run's first eviction, for M2's chart: seconds from the stall's start to
+    each step, and who took it ("zombie", "other" or "db" for the ledger's own clock): the stall,
+    librdkafka's MAXPOLL, the partition handed to another member, the zombie's late credit
+    and its failed commit, every ledger row written for the event, and any skip of it.
+    timeline as handovers takes it (with "stalling"/"skipped" carrying event IDs); credits:
+    (event ID, unix time) per ledger row. None if nobody was evicted."""
+    events = sorted(timeline, key=lambda e: e[:3])
+    evicted = next((e for e in events if e[2] == "evicted"), None)
+    if evicted is None:
+        return None
+    zombie = evicted[1]
+    stall = next((e for e in reversed(events) if e[1] == zombie and e[2] == "stalling" and e[0] <= evicted[0]), None)
+    if stall is None:
+        return None
+    start, event_id, owned = stall[0], stall[3], frozenset()
+    for at, worker, what, detail in events:
+        if worker == zombie and at <= evicted[0] and what == "assigned":
+            owned |= detail
+        elif worker == zombie and at <= evicted[0] and what in ("revoked", "lost"):
+            owned -= detail
+    steps = [(0.0, "zombie", "stall begins"), (evicted[0] - start, "zombie", "MAXPOLL: evicted")]
+    handed = next((e for e in events if e[0] > evicted[0] and e[2] == "assigned" and e[3] & owned), None)
+    if handed is not None:
+        steps.append((handed[0] - start, "zombie" if handed[1] == zombie else "other", "partition assigned"))
+    over = next((e for e in events if e[1] == zombie and e[2] == "stall over" and e[0] >= start), None)
+    if over is not None:
+        steps.append((over[0] - start, "zombie", "stall over, writes"))
+        failed = next((e for e in events if e[1] == zombie and e[2] == "commit failed" and e[0] >= over[0]), None)
+        if failed is not None:
+            steps.append((failed[0] - start, "zombie", f"offset commit failed: {failed[3]}"))
+    steps += [(at - start, "db", "credit committed") for eid, at in credits if eid == event_id and at >= start - 1]
+    steps += [(e[0] - start, "zombie" if e[1] == zombie else "other", "skipped duplicate")
+              for e in events if e[2] == "skipped" and e[3] == event_id]
+    return {"event_id": event_id, "steps": [[round(t, 3), who, what] for t, who, what in sorted(steps)]}
+
+
+def stall_windows(timeline: list[tuple]) -> list[list[float]]:
+    """[start, end] unix times of every stalled handler: from its stall to its waking."""
+    began = {}
+    windows = []
+    for at, worker, what, detail in sorted(timeline, key=lambda e: e[:3]):
+        if what == "stalling":
+            began[(worker, detail)] = at
+        elif what == "stall over" and (worker, detail) in began:
+            windows.append([began.pop((worker, detail)), at])
+    return windows
+
+
+def credit_timeline(credits: list[tuple[str, float]], windows: list[list[float]], start: float,
+                    bucket_s: float = 0.5) -> dict:
+    """What M6's chart draws, relative to `start`: credits per second in `bucket_s` buckets, the
+    faults' windows, and when each duplicate (a row beyond an event's first) was written."""
+    seen, duplicates, buckets = set(), [], collections.Counter()
+    for event_id, at in credits:
+        buckets[int((at - start) // bucket_s)] += 1
+        if event_id in seen:
+            duplicates.append(round(at - start, 3))
+        seen.add(event_id)
+    last = max(buckets, default=-1)
+    return {"bucket_s": bucket_s, "credits_per_s": [round(buckets.get(i, 0) / bucket_s, 1) for i in range(last + 1)],
+            "fault_windows": [[round(a - start, 3), round(b - start, 3)] for a, b in windows],
+            "duplicates_at": duplicates}

@@ -35,3 +35,26 @@ def at_least(parser: argparse.ArgumentParser, args, least: int, *names: str) -> 
     for name in names:
         if getattr(args, name) < least:
             parser.error(f"--{name.replace('_', '-')} must be at least {least}")
+
+
+def sizes(text: str) -> list[int]:
+    """A flag like --sweep-batch 1,10,100: whole numbers of at least 1."""
+    try:
+        values = [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected sizes like 1,10,100, got {text!r}") from None
+    if not values or min(values) < 1:
+        raise argparse.ArgumentTypeError(f"sizes must be at least 1, got {text!r}")
+    return values
+
+
+def names_of(choices):
+    """A flag type for a comma-separated list of names, each one of `choices`."""
+    def parse(text: str) -> list[str]:
+        names = [part.strip() for part in text.split(",") if part.strip()]
+        unknown = [n for n in names if n not in choices]
+        if unknown or not names:
+            raise argparse.ArgumentTypeError(f"unknown variant(s) {','.join(unknown) or text!r}; "
+                                             f"choose from {','.join(choices)}")
+        return names
+    return parse

@@ -35,6 +35,7 @@ import checker
 import consume
 import consume_external
 import provider
+import results
 import worker as worker_script
 from publish import ensure_topic, make_producer, publish_acknowledged
 from settings import BROKERS, DSN, RESULTS, ROOT
@@ -234,6 +235,14 @@ def external_pending(dsn: str) -> int:
                             "(SELECT count(*) FROM outbox WHERE sent_at IS NULL)").fetchone()[0]
 
 
+def credit_times(dsn: str) -> list[tuple[str, float]]:
+    """(event ID, unix time) of every ledger row, in the order they were written: the
+    clock_timestamp() each credit took, for the timelines."""
+    with psycopg.connect(dsn) as conn:
+        return conn.execute("SELECT event_id, extract(epoch FROM applied_at)::float8 FROM ledger "
+                            "ORDER BY applied_at").fetchall()
+
+
 def ledger_count(dsn: str) -> int:
     with psycopg.connect(dsn) as conn:
         return conn.execute("SELECT count(*) FROM ledger").fetchone()[0]
@@ -295,20 +304,38 @@ def partitions_in(listed: str) -> frozenset:
     return frozenset() if listed == "none" else frozenset(int(p) for p in listed.split(","))
 
 
+STALLING = re.compile(_starts(worker_script.STALLING_LOG) + r"(\S+)")
+SKIPPED_ID = re.compile(_starts(consume.SKIPPED_LOG) + r"(\S+)")
+STALL_OVER_ID = re.compile(_starts(worker_script.STALL_OVER_LOG) + r"([^\s,]+)")
+
+
 def timeline(worker: str, lines) -> list[tuple]:
-    """(unix time, worker, what, partitions) for each line checker.handovers reads:
-    'evicted' (librdkafka's MAXPOLL line), 'stall over', and 'assigned'/'revoked'/'lost'."""
+    """(unix time, worker, what, detail) for each line the checker's timelines read:
+    'evicted' (librdkafka's MAXPOLL line), 'assigned'/'revoked'/'lost' (detail: a frozenset
+    of partitions), 'stalling', 'stall over' and 'skipped' (detail: the event ID), and
+    'commit failed' (detail: the error code)."""
     events = []
     for line in lines:
         if m := MAXPOLL_LINE.match(line):
             events.append((float(m.group(1)), worker, "evicted", None))
         elif m := APP_LINE.match(line):
-            at = datetime.datetime.strptime(m.group(1), "%Y-%m-%d %H:%M:%S,%f").timestamp()
-            if owned := OWNERSHIP.match(m.group(2)):
+            at, text = datetime.datetime.strptime(m.group(1), "%Y-%m-%d %H:%M:%S,%f").timestamp(), m.group(2)
+            if owned := OWNERSHIP.match(text):
                 events.append((at, worker, owned.group(1), partitions_in(owned.group(2))))
-            elif COUNTED["stalls_over"].match(m.group(2)):
-                events.append((at, worker, "stall over", None))
+            elif found := STALL_OVER_ID.match(text):
+                events.append((at, worker, "stall over", found.group(1)))
+            elif found := STALLING.match(text):
+                events.append((at, worker, "stalling", found.group(1)))
+            elif found := SKIPPED_ID.match(text):
+                events.append((at, worker, "skipped", found.group(1)))
+            elif found := COUNTED["commit_failed"].match(text):
+                events.append((at, worker, "commit failed", found.group(1)))
     return events
+
+
+def timeline_of(log_paths) -> list[tuple]:
+    """Every worker's timeline from its log file, the file's stem naming the worker."""
+    return [event for path in log_paths for event in timeline(Path(path).stem, Path(path).read_text().splitlines())]
 
 
 # --- workers: start them, read their logs, kill them -----------------------------
@@ -334,6 +361,7 @@ class Worker:
         self.assignment: set[int] = set()  # the partitions it holds now, from its own log lines
         self.tail = collections.deque(maxlen=40)
         self._lock = threading.Lock()
+        self.log_path = log_path
         self._log = open(log_path, "a") if log_path else None
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
@@ -478,6 +506,7 @@ def settle(workers: list[Worker], dsn: str, events: int | None, deadline_s: floa
             last_rows, still_since = rows, time.monotonic()
         state = (f"{distinct} of {events or '?'} events applied, lag {behind}, {waiting} pending, "
                  f"{stalled} handlers stalled, effects {rows}")
+        results.status(f"recovery: {state}")
         if ((events is None or distinct >= events) and behind == 0 and waiting == 0 and stalled == 0
                 and time.monotonic() - still_since >= still_s):
             return round(time.monotonic() - started, 1)

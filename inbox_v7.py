@@ -48,6 +48,20 @@ def ensure_days(conn: psycopg.Connection, inbox: str, days_back: int, days_ahead
                         "(now() AT TIME ZONE 'UTC')::date + %s)", (inbox, days_back, days_ahead)).fetchone()[0]
 
 
+def forget_before(conn: psycopg.Connection, inbox: str, cutoff, batch: int = 10000,
+                  max_batches: int = 100000) -> list[int]:
+    """Retention for an unpartitioned lean inbox: every ID made before `cutoff` is a primary-key
+    range (a v7 ID starts with its millisecond), deleted in batches until none is left."""
+    statement = sql.SQL("DELETE FROM {t} WHERE ctid IN (SELECT ctid FROM {t} WHERE message_id < uuidv7_floor(%s) "
+                        "LIMIT %s)").format(t=sql.Identifier(inbox))
+    deleted = []
+    for _ in range(max_batches):
+        deleted.append(conn.execute(statement, (cutoff, batch)).rowcount)
+        if deleted[-1] == 0:
+            return deleted
+    raise RuntimeError(f"still deleting after {max_batches} batches: is something inserting expired IDs?")
+
+
 def handle_once_v7(conn: psycopg.Connection, event_id: str, event: dict, apply=credit_account,
                    inbox: str = DEFAULT_INBOX) -> bool:
     """handle_once, with v7 IDs remembered in the lean inbox and any other ID in processed_messages."""

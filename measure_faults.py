@@ -44,70 +44,69 @@ FAULTS = (*nemesis.FAULTS, "share-lock")
 VARIANTS = ("b", "c", "d")
 
 
-def run_share_lock(variant: str, run: int, config: dict) -> dict:
-    """share-lock: the fault is the handler itself, outliving the broker's record lock."""
+def share_members(space, variant: str, run: int, config: dict, events: list) -> list:
+    """share-lock's set-up: the group's lock, the records, two members whose handlers outlive it."""
     slow_s = config["lock_ms"] / 1000 + config["overrun_s"]
     args = harness.worker_args(f"share-{variant}", {"work_ms": config["work_ms"], "slow_every": config["slow_every"],
                                                      "slow_seconds": slow_s})
     args += ("--max-poll-records", config.get("max_poll_records", 0))
-    events = harness.make_events(config["events"], prefix=f"r{run}", seed=config["seed"] + run)
+    # A share group's lock and start position are group configs on the broker; `earliest`, or
+    # the members would skip the backlog published up front.
+    harness.set_group_configs(space.group, {"share.record.lock.duration.ms": config["lock_ms"],
+                                            "share.auto.offset.reset": "earliest"})
     # A share group locks what it acquires, and it acquires whole producer batches: with
     # one record per batch (and per poll) an expiry hands over one record, not a batch of them.
     single = {"linger.ms": 0, "batch.num.messages": 1, "max.in.flight.requests.per.connection": 1}
-    started = time.monotonic()
-    with harness.run_space("m6", f"share-lock-{variant}-r{run}", config["partitions"], stalls=True) as space:
-        # A share group's lock and start position are group configs on the broker; `earliest`, or
-        # the members would skip the backlog published up front.
-        harness.set_group_configs(space.group, {"share.record.lock.duration.ms": config["lock_ms"],
-                                                "share.auto.offset.reset": "earliest"})
-        harness.produce_events(space.topic, events, **(single if config.get("one_record_batches") else {}))
-        workers = harness.start_workers(f"share-{variant}", space, f"faults-share-lock-{variant}-r{run}", args, count=2)
-        try:
-            stalls = nemesis.stall_count(config["events"], config["slow_every"])
-            settle_s = harness.settle(workers, space.dsn, config["events"], 300.0 + stalls * slow_s)
-        finally:
-            for worker in workers:
-                worker.stop()
-        counts, _ = checker.tally(workers)
-        verdict = harness.verdict_of(events, space.dsn)
-    return {"variant": variant, "fault": "share-lock", "run": run, "events": config["events"],
-            "faults": counts.get("stalls", 0), **verdict, "skipped": counts.get("skipped", 0), "evictions": 0,
-            "commit_failed": checker.failures(counts, "ack_failed"), "resume_s": None, "settle_s": settle_s,
-            "wall_s": round(time.monotonic() - started, 1), "fault_log": []}
+    harness.produce_events(space.topic, events, **(single if config.get("one_record_batches") else {}))
+    return harness.start_workers(f"share-{variant}", space, f"faults-share-lock-{variant}-r{run}", args, count=2)
+
+
+def inject_all(fault: str, space, ns, config: dict, label: str) -> list[dict]:
+    """The fault schedule: --faults of them, --every-s apart, each healed and followed by a credit."""
+    fault_log = []
+    for k in range(1, config["faults"] + 1):
+        time.sleep(config["every_s"])  # the schedule: faults land wherever the consumers are
+        hit = time.time()
+        outage = nemesis.inject(fault, ns, config["outage_s"])
+        healed, rows_before = time.monotonic(), harness.ledger_count(space.dsn)
+        window = [hit, time.time()]
+        harness.wait_until(lambda before=rows_before: harness.ledger_count(space.dsn) > before or
+                           harness.distinct_applied(space.dsn) >= config["events"], 300,
+                           f"a credit after {fault} {k}", interval_s=0.1)
+        # resume_s: from the end of the outage (healed, or the service back) to the next credit
+        fault_log.append({"fault": k, "outage_s": round(outage, 2), "resume_s": round(time.monotonic() - healed, 2),
+                          "window": window})
+        results.progress(f"{label}: fault {k} of {config['faults']}, ledger rows {harness.ledger_count(space.dsn)}")
+    return fault_log
 
 
 def run_once(fault: str, variant: str, run: int, config: dict) -> dict:
-    if fault == "share-lock":
-        return run_share_lock(variant, run, config)
-    # share-lock's settings (slow_every among them) are in the config too, but not for these workers
+    share = fault == "share-lock"  # the fault is the handler itself, outliving the broker's record lock
+    # share-lock's settings (slow_every among them) are in the config too, but not for the other faults' workers
     client = {key: config[key] for key in ("work_ms", "session_timeout_ms", "max_poll_interval_ms", "batch")}
     args = harness.worker_args(variant, {**client, "heartbeat_interval_ms": config["session_timeout_ms"] // 3})
     events = harness.make_events(config["events"], prefix=f"r{run}", seed=config["seed"] + run)
-    started = time.monotonic()
-    with harness.run_space("m6", f"{fault}-{variant}-r{run}", config["partitions"]) as space:
-        harness.produce_events(space.topic, events)
+    started, began = time.monotonic(), time.time()
+    with harness.run_space("m6", f"{fault}-{variant}-r{run}", config["partitions"], stalls=share) as space:
         ns, fault_log, workers = None, [], []
         try:
-            # a partition needs two consumers: one in a namespace of its own, whose link is cut
-            ns = nemesis.isolated() if fault.startswith("partition") else None
-            workers = harness.start_workers(variant, space, f"faults-{fault}-{variant}-r{run}", args, 2 if ns else 1,
-                                    prefixes=(ns.prefix,) if ns else ())
-            for worker in workers:
-                if not worker.wait_first_effect(120):
-                    raise RuntimeError(f"a worker applied nothing:\n{worker.log_tail()}")
-            for k in range(1, config["faults"] + 1):
-                time.sleep(config["every_s"])  # the schedule: faults land wherever the consumers are
-                outage = nemesis.inject(fault, ns, config["outage_s"])
-                healed, rows_before = time.monotonic(), harness.ledger_count(space.dsn)
-                harness.wait_until(lambda before=rows_before: harness.ledger_count(space.dsn) > before or
-                                   harness.distinct_applied(space.dsn) >= config["events"], 300,
-                                   f"a credit after {fault} {k}", interval_s=0.1)
-                # resume_s: from the end of the outage (healed, or the service back) to the next credit
-                fault_log.append({"fault": k, "outage_s": round(outage, 2),
-                                  "resume_s": round(time.monotonic() - healed, 2)})
-                results.progress(f"{fault} {variant} run {run}: fault {k} of {config['faults']}, "
-                                 f"ledger rows {harness.ledger_count(space.dsn)}")
-            settle_s = harness.settle(workers, space.dsn, config["events"], 600.0, space.group, space.topic)
+            if share:
+                workers = share_members(space, variant, run, config, events)
+                slow_s = config["lock_ms"] / 1000 + config["overrun_s"]
+                # a share group has no lag to read: settle on the ledger alone
+                settle = {"deadline_s": 300.0 + nemesis.stall_count(config["events"], config["slow_every"]) * slow_s}
+            else:
+                harness.produce_events(space.topic, events)
+                # a partition needs two consumers: one in a namespace of its own, whose link is cut
+                ns = nemesis.isolated() if fault.startswith("partition") else None
+                workers = harness.start_workers(variant, space, f"faults-{fault}-{variant}-r{run}", args,
+                                                2 if ns else 1, prefixes=(ns.prefix,) if ns else ())
+                for worker in workers:
+                    if not worker.wait_first_effect(120):
+                        raise RuntimeError(f"a worker applied nothing:\n{worker.log_tail()}")
+                fault_log = inject_all(fault, space, ns, config, f"{fault} {variant} run {run}")
+                settle = {"deadline_s": 600.0, "group": space.group, "topic": space.topic}
+            settle_s = harness.settle(workers, space.dsn, config["events"], **settle)
         finally:
             for worker in workers:
                 worker.stop()
@@ -115,11 +114,17 @@ def run_once(fault: str, variant: str, run: int, config: dict) -> dict:
                 ns.close()
         counts, _ = checker.tally(workers)
         verdict = harness.verdict_of(events, space.dsn)
-    return {"variant": variant, "fault": fault, "run": run, "events": config["events"], "faults": len(fault_log),
-            **verdict, "skipped": counts.get("skipped", 0), "evictions": counts.get("evictions", 0),
-            "commit_failed": checker.failures(counts),
+        credits = harness.credit_times(space.dsn)
+    # what M6's chart draws: the faults' windows (for share-lock, each stall until its handler woke)
+    stalls = checker.stall_windows(harness.timeline_of(w.log_path for w in workers)) if share else []
+    windows = [f["window"] for f in fault_log] or stalls
+    return {"variant": variant, "fault": fault, "run": run, "events": config["events"],
+            "faults": counts.get("stalls", 0) if share else len(fault_log), **verdict,
+            "skipped": counts.get("skipped", 0), "evictions": 0 if share else counts.get("evictions", 0),
+            "commit_failed": checker.failures(counts, "ack_failed" if share else "commit_failed"),
             "resume_s": results.stats(f["resume_s"] for f in fault_log) if fault_log else None,
-            "settle_s": settle_s, "wall_s": round(time.monotonic() - started, 1), "fault_log": fault_log}
+            "settle_s": settle_s, "wall_s": round(time.monotonic() - started, 1), "fault_log": fault_log,
+            "timeline": checker.credit_timeline(credits, windows, began)}
 
 
 def summarise(runs: list[dict]) -> dict:

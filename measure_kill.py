@@ -85,6 +85,28 @@ def verdict_line(r: dict) -> str:
             f"({r['kills']} kills, {r['events']} events, {r['wall_s']:g}s)")
 
 
+NAMES = {"a1": "auto-commit consumer (a1)", "a2": "batched auto-commit consumer (a2)",
+         "b": "commit-after-the-database consumer (b)", "c": "inbox consumer (c)", "d": "batched inbox consumer (d)"}
+
+
+def explain(document: dict) -> str:
+    """Three lines for `make demo`: what was killed and how often, what was counted, where the rest is."""
+    c, runs = document["config"], document["runs"]
+    kills, events = sum(r["kills"] for r in runs), sum(r["events"] for r in runs)
+    duplicates, lost = sum(r["duplicates"] for r in runs), sum(r["lost"] for r in runs)
+    exact = sum(r["balances_exact"] for r in runs)
+    names = [NAMES[v] for v in dict.fromkeys(r["variant"] for r in runs)]
+    who = f"the {names[0]} was" if len(names) == 1 else f"the {', '.join(names[:-1])} and {names[-1]} were"
+    return "\n".join([
+        f"What you saw: {who} SIGKILLed {kills:,} times, each {c['life'][0]:g}-{c['life'][1]:g} s "
+        f"after it began crediting, over {events:,} credits; then one last consumer drained the topic.",
+        f"What was counted: ledger rows per event ID: {duplicates:,} duplicated, {lost:,} lost, balances exact in "
+        f"{exact} of {len(runs)} runs; {sum(r['skipped'] for r in runs):,} redelivered messages met their inbox row "
+        "and were skipped.",
+        "The full table, every variant over 5 runs of 20 kills: README.md, section M1 (results/kill.json); "
+        "`make measure` measures it again."])
+
+
 def parse_args(argv=None):
     parser = cli.measurement("M1: hard-kill each consumer variant and count duplicates and losses.", None,
                              events=10000, work_ms=10, keep=True)
@@ -94,6 +116,7 @@ def parse_args(argv=None):
                         help="seconds a worker lives after its first side effect")
     parser.add_argument("--session-timeout-ms", type=int, default=6000)
     parser.add_argument("--batch", type=int, default=500, help="d only: messages per transaction")
+    parser.add_argument("--explain", action="store_true", help="end with three lines on what was measured")
     args = parser.parse_args(argv)
     cli.at_least(parser, args, 1, "runs", "kills", "events", "partitions")
     cli.at_least(parser, args, 0, "work_ms")
@@ -110,8 +133,10 @@ def main(args) -> int:
               "kill": "SIGKILL (Popen.kill)", "life_from": "the worker's first side effect"}
     if args.variant == "d":
         config["batch"] = args.batch
-    results.drive("measure_kill", args.out, config, [{"variant": v} for v in variants], run_once, summarise, table,
-                  verdict_line, args.force, options={"keep": args.keep})
+    document = results.drive("measure_kill", args.out, config, [{"variant": v} for v in variants], run_once,
+                             summarise, table, verdict_line, args.force, options={"keep": args.keep})
+    if args.explain:
+        print("\n" + explain(document))
     return 0
 
 

@@ -70,12 +70,13 @@ def run_once(variant: str, run: int, config: dict) -> dict:
                 worker.stop()
         counts, examples = checker.tally(workers)
         verdict = harness.verdict_of(events, space.dsn)
-    moves = checker.handovers([event for path in log_paths
-                               for event in harness.timeline(path.stem, path.read_text().splitlines())])
+        credits = harness.credit_times(space.dsn)
+    timeline = harness.timeline_of(log_paths)
+    moves = checker.handovers(timeline)
     return {"variant": variant, "run": run, "group_protocol": protocol, "seed": config["seed"] + run,
             "events": config["events"], "stalls": counts.get("stalls", 0), "evictions": counts.get("evictions", 0),
             **verdict, "skipped": counts.get("skipped", 0), "commit_failed": checker.failures(counts),
-            **checker.handover_fields(moves),
+            **checker.handover_fields(moves), "first_eviction": checker.first_eviction(timeline, credits),
             "settle_s": settle_s, "wall_s": round(time.monotonic() - started, 1), "examples": examples}
 
 

@@ -57,9 +57,11 @@ CHUNK = 100_000
 
 
 def per_row(conn, relation: str, rows: int) -> dict:
-    heap, indexes, total = conn.execute(
-        "SELECT pg_relation_size(%s), pg_indexes_size(%s), pg_total_relation_size(%s)",
-        (relation, relation, relation)).fetchone()
+    """Heap, index and total bytes per row; a partitioned table's own size is 0, so its partitions'."""
+    heap, indexes, total = (int(n) for n in conn.execute(  # sum() of bigint comes back as numeric
+        "SELECT sum(pg_relation_size(r)), sum(pg_indexes_size(r)), sum(pg_total_relation_size(r)) FROM "
+        "(SELECT %s::regclass AS r UNION ALL SELECT inhrelid FROM pg_inherits WHERE inhparent = %s::regclass) t",
+        (relation, relation)).fetchone())
     return {"heap_bytes_per_row": round(heap / rows, 1), "index_bytes_per_row": round(indexes / rows, 1),
             "total_bytes_per_row": round(total / rows, 1)}
 
@@ -133,25 +135,16 @@ def expire_layout(conn, layout: str, rows: int) -> dict:
         conn.execute(sql.SQL("CREATE INDEX ON {} (processed_at)").format(sql.Identifier(table)))
     conn.execute(sql.SQL("VACUUM (ANALYZE) {}").format(sql.Identifier(table)))
     sizes = per_row(conn, table, rows + recent)
-    if layout == "v7-partitioned":  # a partitioned table's own size is 0: add up its partitions
-        sizes = partitioned_per_row(conn, table, rows + recent)
 
     wal_before = conn.execute("SELECT pg_current_wal_insert_lsn()").fetchone()[0]
     started = time.monotonic()
     if layout == "v7-partitioned":
         conn.execute("SELECT inbox_v7_drop_before(%s, %s)", (table, cutoff))
     elif layout == "v7-pk-range":
-        for _ in range(rows // 10000 + 10):
-            if conn.execute(sql.SQL("DELETE FROM {t} WHERE ctid IN (SELECT ctid FROM {t} "
-                                    "WHERE message_id < uuidv7_floor(%s) LIMIT 10000)").format(t=sql.Identifier(table)),
-                            (cutoff,)).rowcount == 0:
-                break
+        inbox_v7.forget_before(conn, table, cutoff, batch=10000, max_batches=rows // 10000 + 10)
     else:
         keep = conn.execute("SELECT now() - %s::timestamptz", (cutoff,)).fetchone()[0]
-        statement = retention.delete_statement().replace("processed_messages", table)
-        for _ in range(rows // 10000 + 10):
-            if conn.execute(statement, {"window": keep, "batch": 10000}).rowcount == 0:
-                break
+        retention.forget(conn, keep, 10000, max_batches=rows // 10000 + 10, table=table)
     seconds = time.monotonic() - started
     wal = conn.execute("SELECT pg_wal_lsn_diff(pg_current_wal_insert_lsn(), %s)", (wal_before,)).fetchone()[0]
     dead = dead_tuples(conn, table)
@@ -164,16 +157,6 @@ def expire_layout(conn, layout: str, rows: int) -> dict:
     return {"layout": layout, **sizes, "expired_rows": rows, "recent_rows": recent, "expire_s": round(seconds, 2),
             "expire_wal_bytes": int(wal), "dead_tuples_after": dead, "rows_left": left, "expired_left": too_old,
             "kept_exactly_recent": left == recent and too_old == 0}
-
-
-def partitioned_per_row(conn, table: str, rows: int) -> dict:
-    heap, indexes, total = conn.execute(
-        "SELECT sum(pg_relation_size(inhrelid)), sum(pg_indexes_size(inhrelid)), "
-        "sum(pg_total_relation_size(inhrelid)) FROM pg_inherits WHERE inhparent = %s::regclass",
-        (table,)).fetchone()
-    heap, indexes, total = int(heap), int(indexes), int(total)  # sum() of bigint comes back as numeric
-    return {"heap_bytes_per_row": round(heap / rows, 1), "index_bytes_per_row": round(indexes / rows, 1),
-            "total_bytes_per_row": round(total / rows, 1)}
 
 
 def run_once(part: str, layout: str, run: int, config: dict) -> dict:
@@ -221,23 +204,27 @@ def sizing(summary: dict, per_day: int, days: int) -> dict:
 
 
 def table(summary: dict) -> str:
-    lines = ["layout          heap/row  index/row  total/row  +cleanup index/row   (medians, bytes)"]
-    for layout, s in summary["size"].items():
-        m = {field: stat["median"] for field, stat in s.items() if isinstance(stat, dict)}
-        lines.append(f"{layout:<15} {m['heap_bytes_per_row']:>8.1f}  {m['index_bytes_per_row']:>9.1f}"
-                     f"  {m['total_bytes_per_row']:>9.1f}  {m['cleanup_index_bytes_per_row']:>18.1f}")
-    lines.append("")
-    lines.append("layout          total/row  expire s  WAL MB  dead tuples  kept exactly the recent rows")
-    for layout, s in summary["expiry"].items():
-        lines.append(f"{layout:<15} {s['total_bytes_per_row']['median']:>9.1f}  {s['expire_s']['median']:>8.2f}"
-                     f"  {s['expire_wal_bytes']['median'] / 1e6:>6.1f}  {s['dead_tuples_after']['median']:>11,.0f}"
-                     f"  {s['kept_exactly_recent_runs']} of {s['runs']} runs")
+    def median(s, field, scale=1.0):
+        return f"{s[field]['median'] / scale:,.1f}"
+
+    sized = results.text_table(
+        ["layout", "heap/row", "index/row", "total/row", "+cleanup index/row"],
+        [[layout, *(median(s, f) for f in ("heap_bytes_per_row", "index_bytes_per_row", "total_bytes_per_row",
+                                           "cleanup_index_bytes_per_row"))] for layout, s in summary["size"].items()],
+        "(medians, bytes)")
+    expired = results.text_table(
+        ["layout", "total/row", "expire s", "WAL MB", "dead tuples", "kept exactly the recent rows"],
+        [[layout, median(s, "total_bytes_per_row"), f"{s['expire_s']['median']:.2f}",
+          median(s, "expire_wal_bytes", 1e6), f"{s['dead_tuples_after']['median']:,.0f}",
+          f"{s['kept_exactly_recent_runs']} of {s['runs']} runs"] for layout, s in summary["expiry"].items()])
+    text = sized + "\n\n" + expired
     if "sizing" in summary:
         z = summary["sizing"]
-        lines.append(f"\nsizing: {z['per_day']:,} IDs a day for {z['days']} days = {z['rows']:,} rows")
-        for layout, p in z["layouts"].items():
-            lines.append(f"  {layout:<15} {p['bytes_per_row']:>6.1f} bytes/row  {p['gb']:>6.1f} GB")
-    return "\n".join(lines)
+        text += f"\n\nsizing: {z['per_day']:,} IDs a day for {z['days']} days = {z['rows']:,} rows\n"
+        text += results.text_table(["layout", "bytes/row", "GB"], [[layout, f"{p['bytes_per_row']:.1f}",
+                                                                   f"{p['gb']:.1f}"] for layout, p in
+                                                                  z["layouts"].items()])
+    return text
 
 
 def verdict_line(r: dict) -> str:

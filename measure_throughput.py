@@ -17,7 +17,6 @@ Assumptions: the stack is up and nothing else measures on it (a lock enforces it
 
     python measure_throughput.py --variants a1,a2,b,c --runs 5 --events 100000
 """
-import argparse
 import sys
 import time
 
@@ -107,13 +106,13 @@ def summarise(runs: list[dict]) -> dict:
 
 
 def table(summary: dict) -> str:
-    lines = ["variant  runs  msgs/s median (min-max)", "-------  ----  ------------------------"]
-    for variant, s in summary["variants"].items():
-        m = s["msgs_per_s"]
-        lines.append(f"{variant:<7}  {s['runs']:>4}  {m['median']:>7.1f} ({m['min']:.1f}-{m['max']:.1f})")
-    for name, r in summary["ratios"].items():
-        lines.append(f"{name} paired by run: median {r['median']:.3f} ({r['min']:.3f}-{r['max']:.3f})")
-    return "\n".join(lines)
+    def spread(stat, digits):
+        return f"{stat['median']:.{digits}f} ({stat['min']:.{digits}f}-{stat['max']:.{digits}f})"
+
+    return results.text_table(["variant", "runs", "msgs/s median (min-max)"],
+                              [[variant, s["runs"], spread(s["msgs_per_s"], 1)]
+                               for variant, s in summary["variants"].items()]) + "".join(
+        f"\n{name} paired by run: median {spread(r, 3)}" for name, r in summary["ratios"].items())
 
 
 def verdict_line(r: dict) -> str:
@@ -121,31 +120,12 @@ def verdict_line(r: dict) -> str:
             f"p99 {r['gap_p99_ms']} ms, {r['duplicates']} duplicates, {r['lost']} lost")
 
 
-def batch_list(text: str) -> list[int]:
-    try:
-        sizes = [int(part) for part in text.split(",") if part.strip()]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected batch sizes like 1,10,100, got {text!r}") from None
-    if not sizes or min(sizes) < 1:
-        raise argparse.ArgumentTypeError(f"batch sizes must be at least 1, got {text!r}")
-    return sizes
-
-
-def variant_list(text: str) -> list[str]:
-    names = [part.strip() for part in text.split(",") if part.strip()]
-    unknown = [n for n in names if n not in VARIANTS]
-    if unknown or not names:
-        raise argparse.ArgumentTypeError(f"unknown variant(s) {','.join(unknown) or text!r}; "
-                                         f"choose from {','.join(VARIANTS)}")
-    return names
-
-
 def parse_args(argv=None):
     parser = cli.measurement("M3: msgs/s per variant, no kills, measured side by side.", None, events=100000,
                              seed=False)
-    parser.add_argument("--variants", type=variant_list, default=["raw", "a1", "a2", "b", "c", "d"])
+    parser.add_argument("--variants", type=cli.names_of(VARIANTS), default=["raw", "a1", "a2", "b", "c", "d"])
     parser.add_argument("--batch", type=int, default=500, help="d (and raw): messages per consume() call")
-    parser.add_argument("--sweep-batch", type=batch_list, metavar="N,N,...",
+    parser.add_argument("--sweep-batch", type=cli.sizes, metavar="N,N,...",
                         help="run only d, once per batch size (default out: results/throughput-batch.json)")
     args = parser.parse_args(argv)
     if args.runs < 1 or args.events < 2 or args.partitions < 1 or args.batch < 1:

@@ -5,15 +5,15 @@ Claim: no figure in the README is typed by hand. Each table sits between
 the results files (and the post's own figures, quoted in
 results/post-figures.json); `--check` fails when the README is out of date.
 
-    python report.py            # rewrite README.md, docs/results.md and the charts
-    python report.py --check    # exit 1 if either differs from what results/ says
+    python report.py            # rewrite README.md, docs/results.md and the charts (charts.py)
+    python report.py --check    # exit 1 if any of them differs from what results/ says
 """
 import json
 import re
 import statistics
 import sys
-from pathlib import Path
 
+import charts
 import cli
 from settings import RESULTS, ROOT
 
@@ -25,7 +25,20 @@ VARIANT_NAMES = {
     "c": "c: inbox + commit after the DB",
     "d": "d: batched inbox, one transaction per batch",
     "raw": "raw: the client alone, no DB, no commits",
+    "external": "external: an HTTP charge, keys honoured",  # the race's; M5 names its policies
 }
+
+
+class Missing(Exception):
+    """A section's results file is not there yet: the section says so, and how to make it."""
+
+
+def need(name: str, command: str = "make measure") -> dict:
+    """A results file a section cannot do without; Missing (shown in its place) when absent."""
+    doc = load(name)
+    if doc is None:
+        raise Missing(f"_No `results/{name}` yet: run `{command}`._\n")
+    return doc
 
 
 def load(name: str) -> dict | None:
@@ -62,9 +75,7 @@ def provenance(doc: dict) -> str:
 
 
 def kill_section() -> str:
-    kill, throughput, post = load("kill.json"), load("throughput.json"), load("post-figures.json")
-    if kill is None:
-        return "_No M1 results yet: run `make measure`._\n"
+    kill, throughput, post = need("kill.json"), load("throughput.json"), need("post-figures.json")
     rates = (throughput or {}).get("summary", {}).get("variants", {})
     summaries = dict(kill["summary"])
     runs = {v: [r for r in kill["runs"] if r["variant"] == v] for v in kill["summary"]}
@@ -112,9 +123,7 @@ def kill_section() -> str:
 
 
 def ratio_section() -> str:
-    throughput = load("throughput.json")
-    if throughput is None:
-        return "_No M3 results yet: run `make measure`._\n"
+    throughput = need("throughput.json")
     rows = ["| Ratio | Median of per-run ratios (min–max) |", "|---|---:|"]
     for name, r in throughput["summary"]["ratios"].items():
         rows.append(f"| {name} | {r['median']:.3f} ({r['min']:.3f}–{r['max']:.3f}) |")
@@ -122,9 +131,7 @@ def ratio_section() -> str:
 
 
 def throughput_section() -> str:
-    throughput = load("throughput.json")
-    if throughput is None:
-        return "_No M3 results yet: run `make measure`._\n"
+    throughput = need("throughput.json")
     variants = throughput["summary"]["variants"]
     raw = variants.get("raw", {}).get("msgs_per_s", {}).get("median")
     rows = ["| Variant | Runs | msgs/s, median (min–max) | Gap p50 (ms) | Gap p99 (ms) | Share of raw |",
@@ -144,9 +151,7 @@ def throughput_section() -> str:
 
 
 def batch_section() -> str:
-    sweep = load("throughput-batch.json")
-    if sweep is None:
-        return "_No batch sweep yet: `python measure_throughput.py --sweep-batch 1,10,100,500,1000`._\n"
+    sweep = need("throughput-batch.json")
     rows = ["| Batch size | msgs/s, median (min–max) |", "|---:|---:|"]
     for name, s in sweep["summary"]["variants"].items():
         rows.append(f"| {name.split('@')[1]} | {spread(s['msgs_per_s'], 1)} |")
@@ -160,7 +165,7 @@ REBALANCE_SETS = [(f"rebalance-{v}-{p}.json", p) for v in ("b", "c", "d") for p 
 
 
 def rebalance_section() -> str:
-    post = load("post-figures.json")["rebalance"]
+    post = need("post-figures.json")["rebalance"]
     rows = ["| Variant | Group protocol | Stall (s) | Runs | Evictions | Duplicates | Lost | Skipped duplicates "
             "| Partitions next to another member / back to the zombie | Handover after eviction (s, median) "
             "| Failed offset commits "
@@ -203,9 +208,7 @@ LAYOUT_NAMES = {
 
 
 def storage_section() -> str:
-    storage, post = load("storage.json"), load("post-figures.json")["storage"]
-    if storage is None:
-        return "_No M4 results yet: run `python measure_storage.py --runs 5`._\n"
+    storage, post = need("storage.json", "python measure_storage.py --runs 5"), need("post-figures.json")["storage"]
     rows = ["| message_id type | Heap bytes/row | Index bytes/row | Total bytes/row | + cleanup index | "
             "Post: heap | Post: index | Post: total |", "|---|---:|---:|---:|---:|---:|---:|---:|"]
     for layout, s in storage["summary"]["size"].items():
@@ -221,9 +224,7 @@ def storage_section() -> str:
 
 
 def layouts_section() -> str:
-    storage = load("storage.json")
-    if storage is None:
-        return "_No M4 results yet._\n"
+    storage = need("storage.json")
     rows = ["| Layout | Bytes/row, every index it needs | Time to expire | WAL written | Dead tuples left "
             "| Kept exactly the rows inside the window |", "|---|---:|---:|---:|---:|---:|"]
     for layout, s in storage["summary"]["expiry"].items():
@@ -239,9 +240,7 @@ def layouts_section() -> str:
 
 
 def sizing_section() -> str:
-    storage, post = load("storage.json"), load("post-figures.json")["storage"]["sizing"]
-    if storage is None:
-        return "_No M4 results yet._\n"
+    storage, post = need("storage.json"), need("post-figures.json")["storage"]["sizing"]
     z = storage["summary"]["sizing"]
     rows = [f"| Layout | Bytes/row, measured, cleanup index included | {z['rows']:,} rows | Post's arithmetic |",
             "|---|---:|---:|---:|"]
@@ -262,9 +261,7 @@ POLICY_NAMES = {
 
 
 def external_section() -> str:
-    external = load("external.json")
-    if external is None:
-        return "_No M5 results yet: run `python measure_external.py --policy all --runs 5`._\n"
+    external = need("external.json")
     table = markdown_table(
         ["Policy", "Runs", "Lives", "SIGKILLed at random", "Crashed before / after the call", "Duplicate charges",
          "Lost charges", "Leases run short / taken over", "Exact balances"],
@@ -284,9 +281,7 @@ def external_section() -> str:
 
 
 def faults_section() -> str:
-    faults = load("faults.json")
-    if faults is None:
-        return "_No M6 results yet: run `python measure_faults.py --fault FAULT --variant VARIANT --runs 5`._\n"
+    faults = need("faults.json")
     rows = ["| Fault | Variant | Runs | Faults | Duplicates | Lost | Skipped duplicates | Resume after the fault (s) "
             "| Exact balances |", "|---|---|---:|---:|---:|---:|---:|---:|---:|"]
     batched = load("faults-share-batched.json")
@@ -314,22 +309,12 @@ def faults_section() -> str:
     return text + f" From `results/faults.json`: {provenance(faults)}.\n"
 
 
-RACE_NAMES = {
-    "c": "c: inbox + commit after the DB",
-    "d": "d: batched inbox, one transaction per batch",
-    "external": "external: an HTTP charge, keys honoured",
-    "outbox": "outbox: inbox, then outbox, and as many relays",
-}
-
-
 def race_section() -> str:
-    race = load("race.json")
-    if race is None:
-        return "_No race results yet: run `python measure_race.py --variant all --runs 5`._\n"
+    race = need("race.json")
     table = markdown_table(
         ["Variant", "Runs", "Duplicates", "Lost", "Transactions retried", "Consumers died", "Skipped duplicates",
          "Exact balances"],
-        totals_rows(race["summary"], RACE_NAMES, lambda t: [
+        totals_rows(race["summary"], {**POLICY_NAMES, **VARIANT_NAMES}, lambda t: [
             t["duplicates"], t["lost"], t["retried"], t["died"], f"{t['skipped']:,}"]))
     c = race["config"]
     return (table + f"\n\nTotals over all runs. Each run: {c['consumers']} consumer processes of one "
@@ -396,70 +381,17 @@ SECTIONS = {"kill": kill_section, "throughput": throughput_section, "ratios": ra
 DOCUMENTS = [README, ROOT / "docs" / "results.md"]  # every file with report markers
 
 
-def chart() -> Path | None:
-    kill = load("kill.json")
-    if kill is None:
-        return None
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    variants = list(kill["summary"])
-    fig, axes = plt.subplots(1, 2, figsize=(10, 4.2))
-    for ax, field, colour in ((axes[0], "duplicates", "#c0392b"), (axes[1], "lost", "#2c3e50")):
-        stats = [kill["summary"][v][field] for v in variants]
-        medians = [s["median"] for s in stats]
-        errors = [[s["median"] - s["min"] for s in stats], [s["max"] - s["median"] for s in stats]]
-        bars = ax.bar(variants, medians, color=colour, yerr=errors, capsize=4)
-        for bar, value in zip(bars, medians, strict=True):
-            ax.annotate(f"{value:,.0f}", (bar.get_x() + bar.get_width() / 2, bar.get_height()),
-                        ha="center", va="bottom", fontsize=9, xytext=(0, 3), textcoords="offset points")
-        ax.set_title(f"{'Duplicate' if field == 'duplicates' else 'Lost'} credits per run (median, min–max)")
-        ax.set_ylim(bottom=0, top=max(1, max(s["max"] for s in stats)) * 1.15)
-        ax.spines[["top", "right"]].set_visible(False)
-    c = kill["config"]
-    fig.suptitle(f"{c['kills']} SIGKILLs per run, {c['events']:,} credits, {c['runs']} runs per variant "
-                 f"({kill['machine']['cores']} cores)", fontsize=11)
-    fig.tight_layout()
-    out = RESULTS / "kill.png"
-    fig.savefig(out, dpi=110)
-    plt.close(fig)
-    return out
-
-
-def batch_chart() -> Path | None:
-    sweep = load("throughput-batch.json")
-    if sweep is None:
-        return None
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    names = list(sweep["summary"]["variants"])
-    sizes = [int(n.split("@")[1]) for n in names]
-    stats = [sweep["summary"]["variants"][n]["msgs_per_s"] for n in names]
-    medians = [s["median"] for s in stats]
-    fig, ax = plt.subplots(figsize=(6.5, 4))
-    ax.errorbar(sizes, medians, yerr=[[s["median"] - s["min"] for s in stats], [s["max"] - s["median"] for s in stats]],
-                marker="o", capsize=4, color="#2c3e50")
-    ax.set_xscale("log")
-    ax.set_xlabel("messages per transaction (batch size)")
-    ax.set_ylabel("msgs/s (median, min–max)")
-    ax.set_title(f"Batched inbox (d): throughput by batch size ({sweep['machine']['cores']} cores)", fontsize=11)
-    ax.spines[["top", "right"]].set_visible(False)
-    fig.tight_layout()
-    out = RESULTS / "throughput-batch.png"
-    fig.savefig(out, dpi=110)
-    plt.close(fig)
-    return out
+def made(make) -> str:
+    try:
+        return make()
+    except Missing as missing:
+        return str(missing)
 
 
 def render(text: str) -> str:
     for name, make in SECTIONS.items():
         pattern = re.compile(rf"(<!-- report:{name} -->\n).*?(<!-- /report:{name} -->)", re.S)
-        text = pattern.sub(lambda m, make=make: m.group(1) + make() + m.group(2), text)
+        text = pattern.sub(lambda m, make=make: m.group(1) + made(make) + m.group(2), text)
     return text
 
 
@@ -467,7 +399,7 @@ def main(argv=None) -> int:
     parser = cli.Parser(description="Rewrite README.md's and docs/'s results tables from results/.")
     parser.add_argument("--check", action="store_true", help="only check that they are up to date")
     args = parser.parse_args(argv)
-    stale = []
+    stale = [] if not args.check else charts.stale()
     for document in DOCUMENTS:
         current = document.read_text()
         fresh = render(current)
@@ -481,10 +413,10 @@ def main(argv=None) -> int:
         if stale:
             print(f"report.py: {', '.join(stale)} out of date with results/; run `python report.py`", file=sys.stderr)
             return 1
-        print("README.md and docs/ match results/")
+        print("README.md, docs/ and the charts match results/")
         return 0
-    charts = [str(out.relative_to(ROOT)) for out in (chart(), batch_chart()) if out]
-    print(f"README.md and docs/ rewritten{', charts: ' + ', '.join(charts) if charts else ''}")
+    drawn = [str(out.relative_to(ROOT)) for out in charts.build()]
+    print(f"README.md and docs/ rewritten{', charts: ' + ', '.join(drawn) if drawn else ''}")
     return 0
 
 

@@ -180,8 +180,60 @@ def config_of(args, *how, **extra) -> dict:
 
 # --- the driver ----------------------------------------------------------------------
 
+class Progress:
+    """Where a measurement is. On a terminal: one bar over its runs, with an ETA and the latest
+    news beside it (kill k of n, events applied). Elsewhere (nohup, CI): the news as plain
+    lines on stderr, one each, and nothing for the passing status a bar alone can show."""
+
+    def __init__(self, name: str, total: int, done: int = 0):
+        self.bar = None
+        if sys.stderr.isatty():
+            from tqdm import tqdm
+
+            self.bar = tqdm(total=total, initial=done, desc=name, unit="run", file=sys.stderr, dynamic_ncols=True,
+                            smoothing=0)  # the ETA from the average run so far, not the last one
+
+    def news(self, text: str) -> None:
+        if self.bar is None:
+            print(text, file=sys.stderr, flush=True)
+        else:
+            self.bar.set_postfix_str(text)
+
+    def status(self, text: str) -> None:
+        if self.bar is not None:
+            self.bar.set_postfix_str(text)
+
+    def out(self, line: str) -> None:
+        """A line for stdout (a verdict), printed above the bar rather than through it."""
+        if self.bar is None:
+            print(line, flush=True)
+        else:
+            self.bar.write(line, file=sys.stdout)
+
+    def advance(self) -> None:
+        if self.bar is not None:
+            self.bar.update(1)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+
+
+_progress: Progress | None = None  # the running measurement's, while drive() runs one
+
+
 def progress(text: str) -> None:
-    print(text, file=sys.stderr, flush=True)
+    """News of a measurement: a bar's postfix on a terminal, a line on stderr elsewhere."""
+    if _progress is None:
+        print(text, file=sys.stderr, flush=True)
+    else:
+        _progress.news(text)
+
+
+def status(text: str) -> None:
+    """A passing state (a recovery's count so far), worth a bar's postfix but not a line."""
+    if _progress is not None:
+        _progress.status(text)
 
 
 def drive(name: str, out, config: dict, plan, run_once, summarise, table, verdict_line,
@@ -193,18 +245,26 @@ def drive(name: str, out, config: dict, plan, run_once, summarise, table, verdic
     file is skipped, not repeated; after each, its verdict line and its plain fields.
     `options` reach run_once inside its config but are not recorded: how to run (e.g.
     keep=True), not what was measured."""
+    global _progress
     plan = [dict(fields) for fields in plan]
     results = ResultsFile(name, Path(out), config, force)
     with measurement_lock(name):
-        for run in range(1, config["runs"] + 1):
-            shift = (run - 1) % len(plan) if rotate else 0
-            for fields in plan[shift:] + plan[:shift]:
-                if results.done(**fields, run=run):
-                    continue
-                progress(f"{name}: {' '.join(map(str, fields.values()))} run {run} of {config['runs']}")
-                record = run_once(**fields, run=run, config={**config, **(options or {})})
-                results.add(record, summarise)
-                print(verdict_line(record))
-                print(json.dumps({k: v for k, v in record.items() if not isinstance(v, (list, dict))}), flush=True)
+        runs = range(1, config["runs"] + 1)
+        _progress = Progress(name, len(plan) * len(runs), sum(results.done(**f, run=r) for f in plan for r in runs))
+        try:
+            for run in runs:
+                shift = (run - 1) % len(plan) if rotate else 0
+                for fields in plan[shift:] + plan[:shift]:
+                    if results.done(**fields, run=run):
+                        continue
+                    progress(f"{' '.join(map(str, fields.values()))} run {run} of {config['runs']}")
+                    record = run_once(**fields, run=run, config={**config, **(options or {})})
+                    results.add(record, summarise)
+                    _progress.out(verdict_line(record))
+                    _progress.out(json.dumps({k: v for k, v in record.items() if not isinstance(v, (list, dict))}))
+                    _progress.advance()
+        finally:
+            _progress.close()
+            _progress = None
     results.close(table)
     return results.document

@@ -166,13 +166,38 @@ def fetch_kafka() -> None:
         capture_output=True, text=True,
     )
     if result.returncode != 0 or not (staging / broker_jar().name).exists():
-        raise StackError(f"mvn could not resolve the Kafka jars:\n{(result.stdout + result.stderr)[-3000:]}")
+        log = KAFKA_HOME / "mvn.log"
+        log.write_text(result.stdout + result.stderr)
+        raise StackError(f"mvn could not fetch the Kafka jars from Maven Central: check that it is reachable (and any "
+                         f"proxy in ~/.m2/settings.xml), then run `make up` again; mvn's output is in {log}")
     shutil.rmtree(KAFKA_LIBS, ignore_errors=True)
     staging.rename(KAFKA_LIBS)
 
 
-def kafka_properties(port: int, host: str) -> str:
-    data = KAFKA_HOME / "data"
+def new_cluster_id() -> str:
+    """A cluster ID of the kind Kafka's own Uuid.randomUuid() makes: 16 random bytes, URL-safe
+    base64 without padding, drawn again until it holds no '-' (a leading one reads as a flag
+    to the storage tool; Kafka 4.3's own generator avoids the character altogether)."""
+    while True:
+        candidate = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+        if "-" not in candidate:
+            return candidate
+
+
+def format_storage(java: str, config: Path, log_config: Path, cluster_id: str) -> None:
+    """Kafka's storage tool, once, before the first start. `--cluster-id=ID`, in one argument,
+    so that any ID is taken as the option's value, even one that starts with '-'."""
+    formatted = subprocess.run(
+        [java, "-cp", f"{KAFKA_LIBS}/*", f"-Dlog4j2.configurationFile={log_config}",
+         "kafka.tools.StorageTool", "format", f"--cluster-id={cluster_id}", "-c", str(config)],
+        capture_output=True, text=True,
+    )
+    if formatted.returncode != 0:
+        raise StackError(f"kafka storage format failed:\n{formatted.stdout}{formatted.stderr}")
+
+
+def kafka_properties(port: int, host: str, data: Path | None = None) -> str:
+    data = data or KAFKA_HOME / "data"
     controller = port + 1
     return f"""\
 # Written by stack.py on every start; edit stack.py, not this file.
@@ -255,14 +280,7 @@ def kafka_up(deadline_s: float = 120.0) -> None:
     )
     classpath = f"{KAFKA_LIBS}/*"
     if not (KAFKA_HOME / "data" / "meta.properties").exists():
-        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
-        formatted = subprocess.run(
-            [java, "-cp", classpath, f"-Dlog4j2.configurationFile={log_config}",
-             "kafka.tools.StorageTool", "format", "-t", cluster_id, "-c", str(config)],
-            capture_output=True, text=True,
-        )
-        if formatted.returncode != 0:
-            raise StackError(f"kafka storage format failed:\n{formatted.stdout}{formatted.stderr}")
+        format_storage(java, config, log_config, new_cluster_id())
     with open(KAFKA_LOG, "ab") as log:
         proc = subprocess.Popen(
             [java, "-Xms256m", "-Xmx1g", "-XX:+UseG1GC", f"-Dlog4j2.configurationFile={log_config}",
@@ -316,7 +334,8 @@ def as_server_user(args, **kwargs) -> subprocess.CompletedProcess:
     user = server_user()
     if user is not None:
         kwargs.update(user=user.pw_uid, group=user.pw_gid, extra_groups=[])
-    return subprocess.run([str(a) for a in args], capture_output=True, text=True,
+    # cwd "/": the server user may not be allowed into the checkout (a repo under /root).
+    return subprocess.run([str(a) for a in args], capture_output=True, text=True, cwd="/",
                           env={"PATH": "/usr/bin:/bin", "LC_ALL": "C", "LANG": "C"}, **kwargs)
 
 
@@ -369,6 +388,16 @@ def postgres_pid() -> int | None:
     return pid if pid and pid_alive(pid) else None
 
 
+def check_data_version(data: Path) -> None:
+    """A data directory left by another PostgreSQL major version (an older wheel) cannot be
+    started by this one: say so in one line, and what to do, rather than pg_ctl's log."""
+    made_by = (data / "PG_VERSION").read_text().strip() if (data / "PG_VERSION").exists() else None
+    major = POSTGRES_VERSION.split(".")[0]
+    if made_by is not None and made_by != major:
+        raise StackError(f"{data} was made by PostgreSQL {made_by}, and this is {POSTGRES_VERSION}: its data is the "
+                         f"lab's scratch, so delete {data.parent} and run `make up` again")
+
+
 def postgres_up(deadline_s: float = 60.0) -> None:
     p = postgres_params()
     install, home = postgres_paths()
@@ -377,6 +406,7 @@ def postgres_up(deadline_s: float = 60.0) -> None:
         if port_open(p["port"]):
             raise StackError(f"port {p['port']} is taken by a process stack.py did not start: stop it, or if it "
                              "is the docker-compose stack, use that and skip `stack.py up`")
+        check_data_version(data)
         if not (data / "PG_VERSION").exists():
             pwfile = home / "pwfile"
             pwfile.write_text(p["password"] + "\n")

@@ -19,8 +19,10 @@ the inbox is used; the side effect is the same single Postgres transaction
 
 Assumptions: CONSUMER_DSN points at a database (or a schema, via search_path)
 with schema.sql's tables; the topic exists. The worker runs until it is killed,
-or stops cleanly on SIGTERM. It logs what the checkers count: "first side
-effect", "skipped duplicate <id>", "offset commit failed: <code>", "stalling <id>".
+or stops cleanly on SIGTERM. The lines a harness waits on or counts are
+defined once, where they are printed (the *_LOG constants below and in
+consume.py), and parsed in one place, harness.py; a planted crash exits with
+one of the EXIT_CRASHED_* codes.
 
     CONSUMER_DSN=... python worker.py --variant c --topic T --group G --work-ms 10
 """

@@ -39,3 +39,20 @@ def test_balances_exact_needs_every_account_not_just_the_total():
     # Same total (22), wrong split between accounts.
     ledger = [("e1", 1, 10), ("e2", 1, 5), ("e3", 2, 7)]
     assert check(PUBLISHED, ledger, {1: 22, 2: 0})["balances_exact"] is False
+
+
+def test_credit_timeline_buckets_credits_and_marks_each_duplicate():
+    from checker import credit_timeline
+
+    credits = [("e1", 100.1), ("e2", 100.2), ("e3", 100.7), ("e1", 101.6)]
+    line = credit_timeline(credits, [[100.5, 101.0]], start=100.0)
+    assert line == {"bucket_s": 0.5, "credits_per_s": [4.0, 2.0, 0.0, 2.0], "fault_windows": [[0.5, 1.0]],
+                    "duplicates_at": [1.6]}
+
+
+def test_stall_windows_pair_each_stall_with_its_waking():
+    from checker import stall_windows
+
+    timeline = [(10.0, "w1", "stalling", "e7"), (12.0, "w2", "stalling", "e9"), (15.0, "w1", "stall over", "e7"),
+                (20.0, "w2", "stall over", "e9"), (21.0, "w2", "stall over", "e4")]
+    assert stall_windows(timeline) == [[10.0, 15.0], [12.0, 20.0]]

@@ -22,7 +22,7 @@ BAD = [
     ("measure_storage.py", ["--rows", "10"], "--rows must be at least 10000"),
     ("retention.py", ["--window", "14x"], "invalid window value"),
     ("profile_d.py", ["--batch", "0"], "must be at least 1"),
-    ("measure_throughput.py", ["--sweep-batch", "10,0"], "batch sizes must be at least 1"),
+    ("measure_throughput.py", ["--sweep-batch", "10,0"], "sizes must be at least 1"),
     ("consume.py", ["--nope"], "unrecognized arguments"),
     ("report.py", ["--nope"], "unrecognized arguments"),
     ("measure_race.py", ["--variant", "d", "--copies", "7"], "needs at least as many --partitions"),

@@ -53,3 +53,20 @@ def test_handovers_from_hand_made_logs():
             "w2": [_line("00,000", "partitions assigned: 2,3"), _line("30,000", "partitions assigned: 0")]}
     assert handovers(back) == [
         {"worker": "w1", "next_owner": "self", "handover_s": 2.2, "zombie_s": 2.0}]
+
+
+def test_the_first_eviction_told_step_by_step_from_hand_made_logs():
+    """No Kafka: what M2's chart draws, from log lines and the ledger's clock alone."""
+    logs = {"w1": [_line("00,000", "partitions assigned: 0,1"), _line("01,000", "stalling r1-500 for 12s"),
+                   _maxpoll("11,000"), _line("13,000", "stall over r1-500, writing its effect"),
+                   _line("13,050", "offset commit failed: UNKNOWN_MEMBER_ID")],
+            "w2": [_line("00,000", "partitions assigned: 2,3"), _line("11,500", "partitions assigned: 1"),
+                   _line("13,100", "skipped duplicate r1-500")]}
+    timeline = [event for name, lines in logs.items() for event in harness.timeline(name, lines)]
+    at = datetime.datetime.strptime("2026-12-01 10:00:13,020", "%Y-%m-%d %H:%M:%S,%f").timestamp()
+    story = checker.first_eviction(timeline, [("r1-499", at - 5), ("r1-500", at)])
+    assert story == {"event_id": "r1-500", "steps": [
+        [0.0, "zombie", "stall begins"], [10.0, "zombie", "MAXPOLL: evicted"], [10.5, "other", "partition assigned"],
+        [12.0, "zombie", "stall over, writes"], [12.02, "db", "credit committed"],
+        [12.05, "zombie", "offset commit failed: UNKNOWN_MEMBER_ID"], [12.1, "other", "skipped duplicate"]]}
+    assert checker.first_eviction([e for e in timeline if e[2] != "evicted"], []) is None

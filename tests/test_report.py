@@ -1,4 +1,5 @@
 """The README's results tables are exactly what report.py makes of results/: no figure typed by hand."""
+import charts
 import report
 
 
@@ -11,3 +12,31 @@ def test_every_generated_section_has_its_markers_once():
     for name in report.SECTIONS:
         assert sum(text.count(f"<!-- report:{name} -->") for text in documents) == 1, name
         assert sum(text.count(f"<!-- /report:{name} -->") for text in documents) == 1, name
+
+
+def test_an_empty_results_folder_gives_placeholders_not_a_crash(tmp_path, monkeypatch):
+    monkeypatch.setattr(report, "RESULTS", tmp_path)
+    text = report.render(report.README.read_text())
+    assert "_No `results/kill.json` yet: run `make measure`._" in text
+    assert "_No `results/race.json` yet" in text
+
+
+def test_every_chart_is_drawn_from_the_results_it_shows_and_shown():
+    """A chart missing, or drawn from other results (or by other code) than those committed, fails
+    here; so does one the README does not show."""
+    assert charts.stale() == [], "run `python report.py` and commit the charts"
+    readme = report.README.read_text()
+    for chart in charts.CHARTS:
+        assert f"](results/{chart}.png)" in readme, chart
+
+
+def test_a_chart_knows_when_its_results_changed(tmp_path, monkeypatch):
+    monkeypatch.setattr(charts, "RESULTS", tmp_path)
+    (tmp_path / "external.json").write_text((report.RESULTS / "external.json").read_text())
+    monkeypatch.setattr(charts, "CHARTS", {"external": charts.CHARTS["external"]})
+    assert charts.stale() == ["external.png (missing)"]
+    charts.build()
+    assert charts.stale() == []
+    changed = (report.RESULTS / "external.json").read_text().replace('"runs": 5', '"runs": 6', 1)
+    (tmp_path / "external.json").write_text(changed)
+    assert charts.stale() == ["external.png (out of date)"]

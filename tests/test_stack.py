@@ -46,3 +46,44 @@ def test_a_port_taken_by_someone_else_is_named_in_one_line(monkeypatch):
         monkeypatch.setattr(stack, "kafka_pid", lambda: None)
         with pytest.raises(stack.StackError, match=f"port {port} is taken by a process stack.py did not start"):
             stack.kafka_up(deadline_s=5)
+
+
+def test_the_postgres_port_taken_by_someone_else_is_named_in_one_line(monkeypatch):
+    with socket.socket() as squatter:
+        squatter.bind(("127.0.0.1", 0))
+        squatter.listen()
+        port = squatter.getsockname()[1]
+        real = stack.postgres_params()
+        monkeypatch.setattr(stack, "postgres_params", lambda dsn=None: {**real, "port": port})
+        monkeypatch.setattr(stack, "postgres_pid", lambda: None)
+        with pytest.raises(stack.StackError, match=f"port {port} is taken by a process stack.py did not start"):
+            stack.postgres_up(deadline_s=5)
+
+
+def test_a_data_directory_from_another_postgres_says_what_to_do(tmp_path):
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "PG_VERSION").write_text("17\n")
+    with pytest.raises(stack.StackError, match=r"made by PostgreSQL 17, and this is 18\.6: .*delete .*make up"):
+        stack.check_data_version(tmp_path / "data")
+    (tmp_path / "data" / "PG_VERSION").write_text(stack.POSTGRES_VERSION.split(".")[0] + "\n")
+    stack.check_data_version(tmp_path / "data")  # its own major version: fine
+
+
+@pytest.mark.parametrize("tool, needed", [("java", "install a JDK 17"), ("mvn", "install Maven")])
+def test_a_missing_tool_is_named_with_how_to_get_it(tool, needed, monkeypatch, tmp_path):
+    real_which = stack.shutil.which
+    monkeypatch.setattr(stack.shutil, "which", lambda name: None if name == tool else real_which(name))
+    monkeypatch.setattr(stack, "KAFKA_LIBS", tmp_path / "libs")  # no jars yet: a fetch is needed
+    with pytest.raises(stack.StackError, match=needed) as raised:
+        stack.require_java() if tool == "java" else stack.fetch_kafka()
+    assert "\n" not in str(raised.value)
+
+
+def test_a_failed_jar_fetch_is_one_line_with_the_log_named(monkeypatch, tmp_path):
+    monkeypatch.setattr(stack, "KAFKA_HOME", tmp_path)
+    monkeypatch.setattr(stack, "KAFKA_LIBS", tmp_path / "libs")
+    monkeypatch.setattr(stack, "ROOT", tmp_path)  # no stack/pom.xml here: mvn fails as it would offline
+    with pytest.raises(stack.StackError) as raised:
+        stack.fetch_kafka()
+    assert "\n" not in str(raised.value) and "Maven Central" in str(raised.value)
+    assert str(tmp_path / "mvn.log") in str(raised.value) and (tmp_path / "mvn.log").read_text()
