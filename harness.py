@@ -38,7 +38,7 @@ import provider
 import results
 import worker as worker_script
 from publish import ensure_topic, make_producer, publish_acknowledged
-from settings import BROKERS, DSN, RESULTS, ROOT
+from settings import ADMIN_DSN, BROKERS, DSN, PROVIDER_DSN, RESULTS, ROOT
 
 ACCOUNTS = 100
 
@@ -71,18 +71,32 @@ def scoped_dsn(schema: str, dsn: str = DSN) -> str:
     return make_conninfo(dsn, options=f"-c search_path={schema}")
 
 
-def create_schema(schema: str, accounts: int = ACCOUNTS, dsn: str = DSN) -> str:
-    """Create `schema` with schema.sql's tables and `accounts` zero balances; return its DSN."""
-    with psycopg.connect(dsn, autocommit=True) as conn:
+# The lab's own tables: where a worker records the first handling of an event it stalls or
+# crashes on (worker.FirstTime), so that a redelivery is not picked again; and provider.py's.
+LAB_TABLES = """
+CREATE TABLE stalls (event_id text PRIMARY KEY);
+CREATE TABLE call_crashes (event_id text PRIMARY KEY);
+CREATE TABLE precall_crashes (event_id text PRIMARY KEY);
+GRANT SELECT, INSERT ON stalls, call_crashes, precall_crashes TO inbox_consumer;
+GRANT SELECT, INSERT, UPDATE ON provider_charges, provider_keys TO inbox_provider;
+"""
+
+
+def create_schema(schema: str, accounts: int = ACCOUNTS) -> str:
+    """Create `schema` as the owner (ADMIN_DSN): schema.sql's tables, grants.sql's grants, the
+    lab's tables and `accounts` zero balances. Returns the consumer's DSN for it."""
+    with psycopg.connect(ADMIN_DSN, autocommit=True) as conn:
         conn.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(schema)))
-    scoped = scoped_dsn(schema, dsn)
-    with psycopg.connect(scoped, autocommit=True) as conn:
+    with psycopg.connect(scoped_dsn(schema, ADMIN_DSN), autocommit=True) as conn:
         conn.execute((ROOT / "schema.sql").read_text())
+        conn.execute((ROOT / "grants.sql").read_text())
+        conn.execute(provider.SCHEMA)
+        conn.execute(LAB_TABLES)
         conn.execute("INSERT INTO accounts (id) SELECT generate_series(1, %s)", (accounts,))
-    return scoped
+    return scoped_dsn(schema)
 
 
-def drop_schema(schema: str, dsn: str = DSN) -> None:
+def drop_schema(schema: str, dsn: str = ADMIN_DSN) -> None:
     with psycopg.connect(dsn, autocommit=True) as conn:
         conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))
 
@@ -112,28 +126,32 @@ def delete_topics(*names: str, timeout_s: float = 30.0) -> None:
 
 @dataclasses.dataclass(frozen=True)
 class RunSpace:
-    """What one run owns: its schema (and the DSN that puts it first), its topic and its group."""
+    """What one run owns: its schema, its topic and its group, and the DSNs that put the
+    schema first: `dsn` the consumer's (for workers), `admin` the owner's (to read what
+    they did: a consumer may not read its ledger), `provider` provider.py's."""
     schema: str
     dsn: str
     topic: str
     group: str
 
+    @property
+    def admin(self) -> str:
+        return scoped_dsn(self.schema, ADMIN_DSN)
+
+    @property
+    def provider(self) -> str:
+        return scoped_dsn(self.schema, PROVIDER_DSN)
+
 
 @contextlib.contextmanager
-def run_space(experiment: str, name: str, partitions: int, stalls: bool = False, keep: bool = False,
-              accounts: int = ACCOUNTS):
+def run_space(experiment: str, name: str, partitions: int, keep: bool = False, accounts: int = ACCOUNTS):
     """A fresh schema, topic and group for one run, with uuid suffixes, so that whatever a
-    hard kill leaves behind cannot meet a later run; dropped on the way out unless `keep`.
-    `stalls` adds the table the --slow-every handlers claim their first handling in, made
-    here so that the workers never race to create it."""
+    hard kill leaves behind cannot meet a later run; dropped on the way out unless `keep`."""
     suffix = uuid.uuid4().hex[:8]
     schema = unique(f"{experiment}_{name}".replace("-", "_").replace(".", "_"))
     space = RunSpace(schema, create_schema(schema, accounts), f"{experiment}.{name}.{suffix}",
                      f"{experiment}-{name}-{suffix}")
     try:
-        if stalls:
-            with psycopg.connect(space.dsn, autocommit=True) as conn:
-                conn.execute("CREATE TABLE stalls (event_id text PRIMARY KEY)")
         create_topic(space.topic, partitions)
         yield space
     finally:
@@ -522,7 +540,7 @@ def recover(variant: str, space: RunSpace, deadline_s: float, log_path: Path | N
     since a variant that loses never applies them all. Returns its recovery time and counts."""
     worker = Worker(variant, space.topic, space.group, space.dsn, log_path, args)
     try:
-        recovery_s = settle([worker], space.dsn, None, deadline_s, space.group, space.topic, still_s,
+        recovery_s = settle([worker], space.admin, None, deadline_s, space.group, space.topic, still_s,
                             **settle_options)
     finally:
         worker.stop()

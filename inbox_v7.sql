@@ -19,12 +19,21 @@ LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
             || '70008000000000000000')::uuid
 $$;
 
--- Create the inbox table for one consumer, partitioned by day.
+-- Create the inbox table for one consumer, partitioned by day (run by the schema's
+-- owner, as all DDL is). Where roles.sql's roles exist they get what grants.sql gives
+-- them on processed_messages: the consumer claims IDs, retention forgets them. Rows
+-- reached through the partitioned table need no grant on the partitions.
 CREATE OR REPLACE FUNCTION inbox_v7_create(inbox text) RETURNS void
 LANGUAGE plpgsql AS $$
 BEGIN
     EXECUTE format('CREATE TABLE IF NOT EXISTS %I (message_id uuid PRIMARY KEY) PARTITION BY RANGE (message_id)',
                    inbox);
+    IF EXISTS (SELECT FROM pg_roles WHERE rolname = 'inbox_consumer') THEN
+        EXECUTE format('GRANT SELECT, INSERT ON %I TO inbox_consumer', inbox);
+    END IF;
+    IF EXISTS (SELECT FROM pg_roles WHERE rolname = 'inbox_retention') THEN
+        EXECUTE format('GRANT SELECT, DELETE ON %I TO inbox_retention', inbox);
+    END IF;
 END
 $$;
 

@@ -65,7 +65,7 @@ def run_once(variant: str, run: int, config: dict) -> dict:
         crashy += ("--crash-before-call-every", config["crash_before_every"])
     events = harness.make_events(config["events"], prefix=f"r{run}", seed=config["seed"] + run)
     with harness.run_space("m5", f"{policy}-r{run}", config["partitions"], keep=config.get("keep", False)) as space:
-        running = provider.Running(mode, space.dsn)
+        running = provider.Running(mode, space.provider)
         common = harness.worker_args(worker_variant, {**config, "policy": worker_policy, "heartbeat_interval_ms":
                                                       config["session_timeout_ms"] // 3}, provider_url=running.url)
         workers, relay = [], []  # every process of the run, relays included, for the lease counts; the live relay
@@ -83,7 +83,7 @@ def run_once(variant: str, run: int, config: dict) -> dict:
                 relay_crashed = {EXIT_CRASHED_AFTER_EFFECT: "after call"}.get(relay[0].proc.poll())
                 relay[0].kill()
                 start_relay(crashy)
-            charges = len(harness.provider_charges(space.dsn))
+            charges = len(harness.provider_charges(space.admin))
             results.progress(f"{policy} run {run}: kill {k} of {config['kills']}, charges {charges}")
             return {"kill": k, "life_s": life, "crashed_itself": CRASHES.get(exit_code),
                     "relay_crashed_itself": relay_crashed, "charges": charges, "counts": dict(worker.counts)}
@@ -97,16 +97,16 @@ def run_once(variant: str, run: int, config: dict) -> dict:
                 nemesis.kill_schedule(config["seed"] + run, config["kills"], config["life"]),
                 start=lambda: start(worker_variant, (*common, *crashy)),
                 working=lambda w: w.working(space.group, space.topic, crashed=crashed_on_purpose) != "idle"
-                or harness.external_pending(space.dsn) > 0, after_kill=after_kill)
+                or harness.external_pending(space.admin) > 0, after_kill=after_kill)
             # recovery: a final consumer (and relay) until the lag is 0, nothing is pending, the charges still
             if relay:
                 relay[0].kill()
                 start_relay(())
             final = start(worker_variant, common)
-            harness.settle([final, *relay], space.dsn, None, 300.0, space.group, space.topic, still_s=3.0,
+            harness.settle([final, *relay], space.admin, None, 300.0, space.group, space.topic, still_s=3.0,
                            applied=harness.provider_applied, pending=harness.external_pending)
             final.stop()
-            verdict = harness.verdict_of(events, space.dsn, on_provider=True)
+            verdict = harness.verdict_of(events, space.admin, on_provider=True)
             counted, _ = checker.tally(workers)
         finally:
             if relay:

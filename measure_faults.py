@@ -68,15 +68,15 @@ def inject_all(fault: str, space, ns, config: dict, label: str) -> list[dict]:
         time.sleep(config["every_s"])  # the schedule: faults land wherever the consumers are
         hit = time.time()
         outage = nemesis.inject(fault, ns, config["outage_s"])
-        healed, rows_before = time.monotonic(), harness.ledger_count(space.dsn)
+        healed, rows_before = time.monotonic(), harness.ledger_count(space.admin)
         window = [hit, time.time()]
-        harness.wait_until(lambda before=rows_before: harness.ledger_count(space.dsn) > before or
-                           harness.distinct_applied(space.dsn) >= config["events"], 300,
+        harness.wait_until(lambda before=rows_before: harness.ledger_count(space.admin) > before or
+                           harness.distinct_applied(space.admin) >= config["events"], 300,
                            f"a credit after {fault} {k}", interval_s=0.1)
         # resume_s: from the end of the outage (healed, or the service back) to the next credit
         fault_log.append({"fault": k, "outage_s": round(outage, 2), "resume_s": round(time.monotonic() - healed, 2),
                           "window": window})
-        results.progress(f"{label}: fault {k} of {config['faults']}, ledger rows {harness.ledger_count(space.dsn)}")
+        results.progress(f"{label}: fault {k} of {config['faults']}, ledger rows {harness.ledger_count(space.admin)}")
     return fault_log
 
 
@@ -87,7 +87,7 @@ def run_once(fault: str, variant: str, run: int, config: dict) -> dict:
     args = harness.worker_args(variant, {**client, "heartbeat_interval_ms": config["session_timeout_ms"] // 3})
     events = harness.make_events(config["events"], prefix=f"r{run}", seed=config["seed"] + run)
     started, began = time.monotonic(), time.time()
-    with harness.run_space("m6", f"{fault}-{variant}-r{run}", config["partitions"], stalls=share) as space:
+    with harness.run_space("m6", f"{fault}-{variant}-r{run}", config["partitions"]) as space:
         ns, fault_log, workers = None, [], []
         try:
             if share:
@@ -106,15 +106,15 @@ def run_once(fault: str, variant: str, run: int, config: dict) -> dict:
                         raise RuntimeError(f"a worker applied nothing:\n{worker.log_tail()}")
                 fault_log = inject_all(fault, space, ns, config, f"{fault} {variant} run {run}")
                 settle = {"deadline_s": 600.0, "group": space.group, "topic": space.topic}
-            settle_s = harness.settle(workers, space.dsn, config["events"], **settle)
+            settle_s = harness.settle(workers, space.admin, config["events"], **settle)
         finally:
             for worker in workers:
                 worker.stop()
             if ns is not None:
                 ns.close()
         counts, _ = checker.tally(workers)
-        verdict = harness.verdict_of(events, space.dsn)
-        credits = harness.credit_times(space.dsn)
+        verdict = harness.verdict_of(events, space.admin)
+        credits = harness.credit_times(space.admin)
     # what M6's chart draws: the faults' windows (for share-lock, each stall until its handler woke)
     stalls = checker.stall_windows(harness.timeline_of(w.log_path for w in workers)) if share else []
     windows = [f["window"] for f in fault_log] or stalls

@@ -44,7 +44,7 @@ def run_once(variant: str, run: int, config: dict) -> dict:
 
         # nemesis: the seeded kill schedule
         def after_kill(k, life, worker, _exit_code):
-            rows = harness.ledger_count(space.dsn)
+            rows = harness.ledger_count(space.admin)
             results.progress(f"{variant} run {run}: kill {k} of {config['kills']}, ledger rows {rows}")
             return {"kill": k, "life_s": life, "ledger_rows": rows, "counts": dict(worker.counts)}
 
@@ -58,7 +58,7 @@ def run_once(variant: str, run: int, config: dict) -> dict:
         # recovery, then the checker
         recovery = harness.recover(variant, space, deadline_s=max(300.0, config["events"] * 0.1), log_path=log_path,
                                    args=args)
-        verdict = harness.verdict_of(events, space.dsn)
+        verdict = harness.verdict_of(events, space.admin)
     skipped = sum(entry["counts"].get("skipped", 0) for entry in kill_log) + recovery["counts"].get("skipped", 0)
     return {"variant": variant, "run": run, "seed": seed, "events": config["events"],
             "kills": len(kill_log), **verdict, "skipped": skipped, "recovery_s": recovery["recovery_s"],

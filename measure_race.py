@@ -55,7 +55,7 @@ def run_once(variant: str, run: int, config: dict) -> dict:
     started = time.monotonic()
     events = harness.make_events(config["events"], prefix=f"r{run}", accounts=config["accounts"], seed=seed)
     with harness.run_space("race", f"{variant}-r{run}", config["partitions"], accounts=config["accounts"]) as space:
-        running = provider.Running(mode, space.dsn) if mode else None
+        running = provider.Running(mode, space.provider) if mode else None
         args = harness.worker_args(worker_variant, config, provider_url=running.url if running else None)
         consumers, relays = [], []
         try:
@@ -72,11 +72,11 @@ def run_once(variant: str, run: int, config: dict) -> dict:
             harness.produce_events(space.topic, messages, partitions=partitions)
             # recovery, then the checker
             settle_s = harness.settle(
-                consumers + relays, space.dsn, config["events"], 600.0, space.group, space.topic,
+                consumers + relays, space.admin, config["events"], 600.0, space.group, space.topic,
                 applied=harness.provider_applied if mode else harness.ledger_applied,
                 pending=harness.external_pending if mode else None, tolerate_exits=True)
             dead = [w for w in consumers + relays if w.proc.poll() is not None]
-            verdict = harness.verdict_of(events, space.dsn, on_provider=bool(mode))
+            verdict = harness.verdict_of(events, space.admin, on_provider=bool(mode))
         finally:
             for worker in consumers + relays:
                 worker.stop()

@@ -46,7 +46,7 @@ def run_once(variant: str, run: int, config: dict) -> dict:
     events = harness.make_events(config["events"], prefix=f"r{run}", seed=config["seed"] + run)
     name = f"rebalance-{variant}-{protocol}-stall{config['slow_seconds']:g}-r{run}"
     log_paths = [harness.log_dir() / f"{name}-w{i + 1}.log" for i in range(config["consumers"])]
-    with harness.run_space("m2", f"{variant}-{protocol}-r{run}", config["partitions"], stalls=True) as space:
+    with harness.run_space("m2", f"{variant}-{protocol}-r{run}", config["partitions"]) as space:
         if protocol == "consumer":
             # KIP-848 moves the session timeout and the heartbeat to the broker: the group gets what the
             # classic runs pass to the client. The heartbeat matters too: it is how fast a member hears
@@ -64,13 +64,13 @@ def run_once(variant: str, run: int, config: dict) -> dict:
             stalls = nemesis.stall_count(config["events"], config["slow_every"])
             deadline = 300.0 + stalls * config["slow_seconds"] + config["events"] * config["work_ms"] / 1000
             # recovery: the same workers run on until all is applied and still
-            settle_s = harness.settle(workers, space.dsn, config["events"], deadline, space.group, space.topic)
+            settle_s = harness.settle(workers, space.admin, config["events"], deadline, space.group, space.topic)
         finally:
             for worker in workers:
                 worker.stop()
         counts, examples = checker.tally(workers)
-        verdict = harness.verdict_of(events, space.dsn)
-        credits = harness.credit_times(space.dsn)
+        verdict = harness.verdict_of(events, space.admin)
+        credits = harness.credit_times(space.admin)
     timeline = harness.timeline_of(log_paths)
     moves = checker.handovers(timeline)
     return {"variant": variant, "run": run, "group_protocol": protocol, "seed": config["seed"] + run,

@@ -72,7 +72,7 @@ def run_once(variant: str, run: int, config: dict) -> dict:
                 report = harness.wait_until(lambda: worker.report, deadline, f"raw to read {events_count} messages",
                                             interval_s=0.5)
             else:
-                harness.wait_until(lambda: harness.ledger_count(space.dsn) >= events_count, deadline,
+                harness.wait_until(lambda: harness.ledger_count(space.admin) >= events_count, deadline,
                                    f"{variant} to apply {events_count} credits", interval_s=1.0)
         finally:
             worker.stop()
@@ -83,8 +83,8 @@ def run_once(variant: str, run: int, config: dict) -> dict:
             record.update({k: report[k] for k in ("msgs_per_s", "first_to_last_s", "gap_p50_ms", "gap_p99_ms")})
             record.update({"duplicates": None, "lost": None, "balances_exact": None})
         else:
-            verdict = harness.verdict_of(events, space.dsn)
-            record.update({**timing(space.dsn), "duplicates": verdict["duplicates"], "lost": verdict["lost"],
+            verdict = harness.verdict_of(events, space.admin)
+            record.update({**timing(space.admin), "duplicates": verdict["duplicates"], "lost": verdict["lost"],
                            "balances_exact": verdict["balances_exact"]})
         record["wall_s"] = round(time.monotonic() - started, 1)
     return record

@@ -21,6 +21,7 @@ from pathlib import Path
 import cli
 import consume_batched
 import harness
+from settings import ADMIN_DSN
 
 
 def main(args) -> int:
@@ -32,7 +33,8 @@ def main(args) -> int:
         stop = threading.Event()
 
         def stop_when_done():
-            harness.wait_until(lambda: harness.ledger_count(dsn) >= args.events, 600, "every credit applied", 0.2)
+            owner = harness.scoped_dsn(schema, ADMIN_DSN)  # a consumer may not read its ledger
+            harness.wait_until(lambda: harness.ledger_count(owner) >= args.events, 600, "every credit applied", 0.2)
             stop.set()
 
         threading.Thread(target=stop_when_done, daemon=True).start()

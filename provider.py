@@ -10,7 +10,7 @@ Claim: it behaves like the providers the post names, in three modes:
             charge for R landed, as Postmark's metadata and webhooks allow
     none    neither: every POST is a new charge
 
-Assumptions: CONSUMER_DSN (settings.py) names the database; the provider keeps
+Assumptions: PROVIDER_DSN (settings.py) names the database; the provider keeps
 its tables in the schema the DSN's search_path picks (the harness gives it one
 per run), so its charges are counted apart from the consumer's own tables.
 
@@ -28,7 +28,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import psycopg
 
 import cli
-from settings import DSN
+from settings import PROVIDER_DSN
 
 MODES = ("keys", "lookup", "none")
 SCHEMA = """
@@ -80,7 +80,7 @@ def charge_once(conn: psycopg.Connection, mode: str, key: str | None, body: dict
 
 class Handler(BaseHTTPRequestHandler):
     mode = "keys"
-    dsn = DSN
+    dsn = PROVIDER_DSN
     local = threading.local()
 
     def conn(self) -> psycopg.Connection:
@@ -158,7 +158,7 @@ class Running:
 
         self.proc = subprocess.Popen([sys.executable, __file__, "--mode", mode, "--port", "0"],
                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                     env=dict(os.environ, CONSUMER_DSN=dsn))
+                                     env=dict(os.environ, PROVIDER_DSN=dsn))
         line = self._first_line(timeout_s)
         if not line.startswith("provider listening on "):
             self.proc.kill()
@@ -187,8 +187,12 @@ class Running:
 
 
 def main(args) -> None:
-    with psycopg.connect(DSN, autocommit=True) as conn:
-        conn.execute(SCHEMA)
+    with psycopg.connect(PROVIDER_DSN, autocommit=True) as conn:
+        # Made by the schema's owner (harness.create_schema) where they can be; on a server where
+        # this role may create tables, it makes them itself.
+        if conn.execute("SELECT to_regclass('provider_charges') IS NULL OR to_regclass('provider_keys') IS NULL"
+                        ).fetchone()[0]:
+            conn.execute(SCHEMA)
     Handler.mode = args.mode
     server = ThreadingHTTPServer(("127.0.0.1", args.port), Handler)
     print(f"provider listening on http://127.0.0.1:{server.server_address[1]}", flush=True)

@@ -6,7 +6,8 @@ removes exactly the IDs older than the window and nothing newer; and an inbox
 whose oldest ID is younger than the longest redelivery window among your
 senders will let a late duplicate through, so `--check` pages on it.
 
-Assumptions: CONSUMER_DSN (settings.py) points at the inbox; retention.sql's
+Assumptions: RETENTION_DSN (settings.py) points at the inbox, as a role that may
+delete from it and do nothing else (inbox_retention, roles.sql); retention.sql's
 DELETE is the statement run here, with the window and batch size bound as
 parameters instead of its literals.
 
@@ -22,7 +23,7 @@ import psycopg
 
 import cli
 from consume import CONSUMER_NAME
-from settings import DSN
+from settings import RETENTION_DSN
 
 RETENTION_SQL = Path(__file__).resolve().parent / "retention.sql"
 UNITS = {"m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
@@ -76,7 +77,7 @@ def check(conn: psycopg.Connection, longest: timedelta, consumer: str = CONSUMER
 
 
 def main(args) -> int:
-    with psycopg.connect(DSN, autocommit=True) as conn:
+    with psycopg.connect(RETENTION_DSN, autocommit=True) as conn:
         if args.check:
             ok, message = check(conn, args.check, args.consumer)
             print(message, file=sys.stdout if ok else sys.stderr)

@@ -1,18 +1,39 @@
-"""The two settings every script, harness and test reads, from one place.
+"""The settings every script, harness and test reads, from one place: the environment.
 
-Point them elsewhere with the environment (for example at the docker-compose
-stack, which uses the same ports):
-
-    CONSUMER_DSN=postgresql://patterns:patterns@localhost:55432/consumer
     KAFKA_BROKERS=localhost:59092
+    CONSUMER_DSN=postgresql://inbox_consumer:inbox_consumer@localhost:55432/consumer
+
+CONSUMER_DSN is the consumer's role (roles.sql). The other roles' DSNs default to
+the same server and database with their own role and password, so pointing
+CONSUMER_DSN at another server moves them all; set one to override it alone:
+
+    ADMIN_DSN       inbox_owner: schema set-up and DDL; the harnesses and tests read as it
+    RETENTION_DSN   inbox_retention: retention.py
+    PROVIDER_DSN    inbox_provider: provider.py
+    SUPERUSER_DSN   the superuser initdb makes (patterns); stack.py alone uses it
 """
 import os
 from pathlib import Path
 
-DEFAULT_DSN = "postgresql://patterns:patterns@localhost:55432/consumer"
+from psycopg.conninfo import make_conninfo
+
+DEFAULT_DSN = "postgresql://inbox_consumer:inbox_consumer@localhost:55432/consumer"
 DEFAULT_BROKERS = "localhost:59092"
 DSN = os.environ.get("CONSUMER_DSN", DEFAULT_DSN)
 BROKERS = os.environ.get("KAFKA_BROKERS", DEFAULT_BROKERS)
+
+
+def as_role(role: str, variable: str) -> str:
+    """$variable, or CONSUMER_DSN's server and database as `role` (whose password is its name)."""
+    return os.environ.get(variable) or make_conninfo(DSN, user=role, password=role)
+
+
+ADMIN_DSN = as_role("inbox_owner", "ADMIN_DSN")
+RETENTION_DSN = as_role("inbox_retention", "RETENTION_DSN")
+PROVIDER_DSN = as_role("inbox_provider", "PROVIDER_DSN")
+ROLES = ("inbox_owner", "inbox_consumer", "inbox_retention", "inbox_provider")  # roles.sql makes them
+SUPERUSER = "patterns"  # initdb's, and docker-compose's POSTGRES_USER; its password is its name too
+SUPERUSER_DSN = os.environ.get("SUPERUSER_DSN") or make_conninfo(DSN, user=SUPERUSER, password=SUPERUSER)
 
 # Not settings but places, named once: the checkout, and where results are written.
 ROOT = Path(__file__).resolve().parent

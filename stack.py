@@ -33,7 +33,7 @@ import uuid
 from pathlib import Path
 
 import cli
-from settings import BROKERS, DSN, ROOT
+from settings import BROKERS, ROOT, SUPERUSER_DSN
 
 KAFKA_VERSION = "4.3.1"
 POSTGRES_VERSION = "18.6"
@@ -60,7 +60,8 @@ def kafka_address(brokers: str = BROKERS) -> tuple[str, int]:
     return host, int(port)
 
 
-def postgres_params(dsn: str = DSN) -> dict:
+def postgres_params(dsn: str = SUPERUSER_DSN) -> dict:
+    """The server's address and the superuser initdb makes (SUPERUSER_DSN), whom stack.py alone uses."""
     from psycopg.conninfo import conninfo_to_dict
 
     params = conninfo_to_dict(dsn)
@@ -439,6 +440,8 @@ def postgres_up(deadline_s: float = 60.0) -> None:
         exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (p["dbname"],)).fetchone()
         if not exists:
             conn.execute(f'CREATE DATABASE "{p["dbname"]}"')
+    with postgres_connect() as conn:  # every time: an older stack gains the roles too
+        conn.execute((ROOT / "roles.sql").read_text())
     print(f"postgres: up on port {p['port']} (pid {postgres_pid()}, version {postgres_version()})")
 
 

@@ -18,7 +18,8 @@ the inbox is used; the side effect is the same single Postgres transaction
     share-b, share-c   b and c as members of a share group (KIP-932) instead of a consumer group
 
 Assumptions: CONSUMER_DSN points at a database (or a schema, via search_path)
-with schema.sql's tables; the topic exists. The worker runs until it is killed,
+with schema.sql's tables, grants.sql's grants and the lab's tables
+(harness.create_schema makes all three); the topic exists. The worker runs until it is killed,
 or stops cleanly on SIGTERM. The lines a harness waits on or counts are
 defined once, where they are printed (the *_LOG constants below and in
 consume.py), and parsed in one place, harness.py; a planted crash exits with
@@ -68,16 +69,11 @@ def apply_without_inbox(conn: psycopg.Connection, event_id: str, event: dict, ap
 class FirstTime:
     """Every N-th event (by its seq), the first time any process handles it. A table records
     the claim, on a connection of its own so that it survives the handler's rollback; a
-    redelivery of the same event is then not picked again."""
+    redelivery of the same event is then not picked again. The table is the schema owner's
+    to make (harness.LAB_TABLES): the consumer's role may not create one."""
 
     def __init__(self, every: int, table: str):
         self.every, self.table = every, table
-        if every:
-            # Two processes starting together (the outbox consumer and its relay) would race on
-            # CREATE TABLE IF NOT EXISTS and one would fail; the lock makes the second wait and see it.
-            with psycopg.connect(DSN) as conn, conn.transaction():
-                conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (table,))
-                conn.execute(f"CREATE TABLE IF NOT EXISTS {table} (event_id text PRIMARY KEY)")
 
     def __call__(self, event_id: str, event: dict) -> bool:
         if not self.every or event.get("seq", 0) % self.every:

@@ -1,6 +1,8 @@
 """Fixtures: the real services named in settings.py, asked for by the tests that need them,
 and a fresh schema, topic and group per test (uuid suffix), so a test that kills a consumer
-leaves nothing behind. A test that needs Postgres asks for `dsn` or `conn` (or `postgres`),
+leaves nothing behind. A test that needs Postgres asks for `dsn` (the consumer's role, as the
+scripts connect) or `conn` (the owner's, for set-up and for assertions in raw SQL: the
+consumer may not read its own ledger), or `postgres`;
 one that needs Kafka asks for `topic` (or `kafka`), one that runs a whole harness asks for
 `services`; the pure tests (the checker's, the CLI's) ask for nothing and run with both down."""
 import os
@@ -10,7 +12,7 @@ import psycopg
 import pytest
 
 import harness
-from settings import BROKERS, DSN
+from settings import ADMIN_DSN, BROKERS, DSN
 
 
 @pytest.fixture(scope="session")
@@ -61,8 +63,8 @@ def dsn(schema):
 
 
 @pytest.fixture
-def conn(dsn):
-    with psycopg.connect(dsn, autocommit=True) as c:
+def conn(schema):
+    with psycopg.connect(harness.scoped_dsn(schema, ADMIN_DSN), autocommit=True) as c:
         yield c
 
 

@@ -4,8 +4,10 @@ compose file serves the default settings, so those are compared, whatever the en
 import re
 from pathlib import Path
 
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
 import stack
-from settings import DEFAULT_BROKERS, DEFAULT_DSN
+from settings import DEFAULT_BROKERS, DEFAULT_DSN, ROLES, ROOT, SUPERUSER
 
 COMPOSE = (Path(__file__).resolve().parent.parent / "docker-compose.yml").read_text()
 # Settings whose value depends on where the broker runs, so they differ by design.
@@ -25,7 +27,7 @@ def test_images_pin_the_same_versions():
 
 def test_same_ports_and_credentials():
     _, kafka_port = stack.kafka_address(DEFAULT_BROKERS)
-    pg = stack.postgres_params(DEFAULT_DSN)
+    pg = stack.postgres_params(make_conninfo(DEFAULT_DSN, user=SUPERUSER, password=SUPERUSER))
     assert f'"{kafka_port}:{kafka_port}"' in COMPOSE
     assert f'"{pg["port"]}:5432"' in COMPOSE
     assert compose_value("POSTGRES_USER") == pg["user"]
@@ -42,3 +44,13 @@ def test_same_broker_settings():
         if key in PLACEMENT:
             continue
         assert compose_value("KAFKA_" + key.upper().replace(".", "_")) == value, key
+
+
+def test_same_roles():
+    """The compose file's Postgres runs roles.sql at its first start, as stack.py up does, and
+    roles.sql makes every role the settings' defaults log in as."""
+    assert "- ./roles.sql:/docker-entrypoint-initdb.d/roles.sql:ro" in COMPOSE
+    roles_sql = (ROOT / "roles.sql").read_text()
+    assert conninfo_to_dict(DEFAULT_DSN)["user"] == "inbox_consumer"
+    for role in ROLES:
+        assert f"'{role}'" in roles_sql, role

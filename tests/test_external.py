@@ -8,14 +8,15 @@ import pytest
 import consume_external as ext
 import harness
 import provider
+from settings import PROVIDER_DSN
 
 
 @pytest.fixture
-def provider_in(dsn):
+def provider_in(schema):
     running = []
 
     def start(mode):
-        running.append(provider.Running(mode, dsn))
+        running.append(provider.Running(mode, harness.scoped_dsn(schema, PROVIDER_DSN)))
         return provider.Client(running[-1].url)
 
     yield start
@@ -166,24 +167,26 @@ def test_keys_survive_hard_kills_and_crashes_around_the_call():
     assert (record["duplicates"], record["lost"], record["balances_exact"]) == (0, 0, True)
 
 
-def test_planted_crash_tables_survive_processes_starting_together(dsn, monkeypatch):
-    """The outbox consumer and its relay start together and both create the crash table;
-    without a lock one of them died on CREATE TABLE IF NOT EXISTS (it stopped an M5 run)."""
+def test_processes_starting_together_pick_a_planted_crash_once(dsn, monkeypatch):
+    """The outbox consumer and its relay start together (their crash table once raced on
+    CREATE TABLE IF NOT EXISTS and stopped an M5 run). Now the table is the owner's, made with
+    the schema, so nothing races to make it; six processes' first handling of one event
+    picks it exactly once."""
     import worker
 
     monkeypatch.setattr(worker, "DSN", dsn)
-    start_together, errors = threading.Barrier(6), []
+    start_together, picked, errors = threading.Barrier(6), [], []
 
-    def create():
+    def first():
         start_together.wait(10)
         try:
-            worker.FirstTime(5, "call_crashes")
+            picked.append(worker.FirstTime(5, "call_crashes")("r1-10", {"seq": 10}))
         except Exception as e:  # noqa: BLE001 - any failure here is the race
             errors.append(e)
 
-    creators = [threading.Thread(target=create) for _ in range(6)]
-    for creator in creators:
-        creator.start()
-    for creator in creators:
-        creator.join(30)
-    assert errors == []
+    processes = [threading.Thread(target=first) for _ in range(6)]
+    for process in processes:
+        process.start()
+    for process in processes:
+        process.join(30)
+    assert errors == [] and sorted(picked) == [False] * 5 + [True]

@@ -8,6 +8,7 @@ from helpers import DRAIN_S, consuming, drained, read_all, send
 
 import consume
 import harness
+import worker
 from publish import make_producer, publish
 
 
@@ -84,11 +85,12 @@ def test_real_consumer_killed_after_db_commit(variant, evt2_rows, balance, topic
     # A short session lets the group give the dead member's partition away in seconds, not 45.
     session = ("--session-timeout-ms", 2000, "--heartbeat-interval-ms", 500)
     crashing = harness.Worker(variant, topic, group, dsn, tmp_path / "crash.log", ("--crash-after", "evt-2", *session))
-    assert crashing.proc.wait(DRAIN_S) == 3, crashing.log_tail()
+    assert crashing.proc.wait(DRAIN_S) == worker.EXIT_CRASHED_AFTER_EFFECT, crashing.log_tail()
     restarted = harness.Worker(variant, topic, group, dsn, tmp_path / "restart.log", session)
     try:
         drained(group, topic)
-        harness.wait_until(lambda: harness.ledger_count(dsn) >= 2 + evt2_rows, DRAIN_S, "the credits to land")
+        harness.wait_until(lambda: conn.execute("SELECT count(*) FROM ledger").fetchone()[0] >= 2 + evt2_rows,
+                           DRAIN_S, "the credits to land")
     finally:
         restarted.stop()
     counts = dict(conn.execute("SELECT event_id, count(*) FROM ledger GROUP BY event_id").fetchall())

@@ -7,9 +7,11 @@ import psycopg
 import pytest
 
 import consume
+import harness
 import measure_race
 from consume_batched import handle_batch
 from harness import wait_until
+from settings import ADMIN_DSN
 
 
 def hammer(dsn: str, name: str, rounds: int, accounts: int, errors: list, start: threading.Barrier,
@@ -98,9 +100,15 @@ def deadlock_once(dsn: str, watcher):
     return work, attempts, thread, errors
 
 
-def test_a_deadlock_is_retried_and_the_work_commits_once(dsn, conn, caplog):
-    db = consume.Database(dsn)
-    work, attempts, other, other_errors = deadlock_once(dsn, conn)
+@pytest.fixture
+def owner_dsn(schema):
+    """The deadlock tests shorten deadlock_timeout, which roles.sql lets the owner alone do."""
+    return harness.scoped_dsn(schema, ADMIN_DSN)
+
+
+def test_a_deadlock_is_retried_and_the_work_commits_once(owner_dsn, conn, caplog):
+    db = consume.Database(owner_dsn)
+    work, attempts, other, other_errors = deadlock_once(owner_dsn, conn)
     with caplog.at_level("WARNING", logger="consume"):
         assert db.run(work) == "committed"
     other.join(30)
@@ -112,9 +120,9 @@ def test_a_deadlock_is_retried_and_the_work_commits_once(dsn, conn, caplog):
         (1, 101), (2, 101)]
 
 
-def test_a_deadlock_past_the_retries_stops_the_consumer(dsn, conn):
-    db = consume.Database(dsn, retries=0)
-    work, attempts, other, _ = deadlock_once(dsn, conn)
+def test_a_deadlock_past_the_retries_stops_the_consumer(owner_dsn, conn):
+    db = consume.Database(owner_dsn, retries=0)
+    work, attempts, other, _ = deadlock_once(owner_dsn, conn)
     with pytest.raises(psycopg.errors.DeadlockDetected):
         db.run(work)
     other.join(30)
@@ -154,3 +162,26 @@ def test_consumers_racing_on_copies_apply_each_event_once(variant):
     if variant in ("c", "d"):
         assert record["retried"] == 0
         assert record["skipped"] >= 600  # every copy after an event's first was met by the inbox
+
+
+def test_a_serialization_failure_is_retried_too(dsn, conn, caplog):
+    """Under REPEATABLE READ (a role's default_transaction_isolation can make it so), a row updated
+    and committed by someone else after this transaction's snapshot fails with 40001."""
+    db, attempts = consume.Database(dsn), []
+
+    def work(c):
+        attempts.append(1)
+        with c.transaction():
+            c.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+            c.execute("SELECT balance FROM accounts WHERE id = 1").fetchone()  # the snapshot is taken here
+            if len(attempts) == 1:
+                conn.execute("UPDATE accounts SET balance = balance + 100 WHERE id = 1")  # committed meanwhile
+            c.execute("UPDATE accounts SET balance = balance + 1 WHERE id = 1")
+
+    with caplog.at_level("WARNING", logger="consume"):
+        db.run(work)
+    db.close()
+    assert len(attempts) == 2
+    assert [r.getMessage() for r in caplog.records] == [
+        "transaction retried after serialization failure (attempt 1 of 10)"]
+    assert conn.execute("SELECT balance FROM accounts WHERE id = 1").fetchone()[0] == 101

@@ -14,8 +14,11 @@ from consume import PoisonMessage
 
 
 @pytest.fixture
-def lab(schema, dsn):
-    with psycopg.connect(dsn, autocommit=True) as conn:
+def lab(schema):
+    """The lean inbox's functions and tables are DDL: the owner's (ADMIN_DSN) to run."""
+    from settings import ADMIN_DSN
+
+    with psycopg.connect(harness.scoped_dsn(schema, ADMIN_DSN), autocommit=True) as conn:
         conn.execute(inbox_v7.SQL_FILE.read_text())
         conn.execute(f"SET search_path = {schema}, public")
         yield conn
@@ -69,11 +72,13 @@ def test_alarm_fires_on_a_too_young_inbox_and_not_on_an_old_enough_one(conn):
     assert retention.check(conn, timedelta(days=15))[0] is True
 
 
-def test_alarm_exit_status(dsn):
+def test_alarm_exit_status(schema):
     import subprocess
     import sys
 
-    env = {"CONSUMER_DSN": dsn, "PATH": "/usr/bin:/bin"}
+    from settings import RETENTION_DSN
+
+    env = {"RETENTION_DSN": harness.scoped_dsn(schema, RETENTION_DSN), "PATH": "/usr/bin:/bin"}
     result = subprocess.run([sys.executable, str(harness.ROOT / "retention.py"), "--check", "15d"],
                             capture_output=True, text=True, env=env, timeout=60)
     assert result.returncode == 1 and result.stderr.startswith("ALARM"), result.stderr

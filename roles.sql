@@ -1,0 +1,37 @@
+-- Who may do what, made once per database by its superuser (stack.py up; the
+-- docker-compose init). Each role logs in with a password, stored as SCRAM (the
+-- server's password_encryption), and nothing on 127.0.0.1 is trusted without one.
+--
+--   inbox_owner      owns every schema object and runs the DDL: schema.sql,
+--                    grants.sql, migrations; the harnesses and tests set up and
+--                    read their per-run schemas as this role
+--   inbox_consumer   consume.py, consume_batched.py, consume_external.py: what
+--                    their transactions need, and no DELETE, TRUNCATE or DDL, so
+--                    it cannot forget an ID it has seen (grants.sql)
+--   inbox_retention  retention.py: forgets IDs past the window, touches nothing else
+--   inbox_provider   provider.py: its own two tables
+-- The passwords are the role names: this is a lab on loopback; set your own.
+DO $$
+DECLARE
+    name text;
+BEGIN
+    FOREACH name IN ARRAY ARRAY['inbox_owner', 'inbox_consumer', 'inbox_retention', 'inbox_provider'] LOOP
+        IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = name) THEN
+            EXECUTE format('CREATE ROLE %I LOGIN PASSWORD %L', name, name);
+        END IF;
+    END LOOP;
+    -- The owner makes the schemas; the others only connect.
+    EXECUTE format('GRANT CONNECT, CREATE ON DATABASE %I TO inbox_owner', current_database());
+    EXECUTE format('GRANT CONNECT ON DATABASE %I TO inbox_consumer, inbox_retention, inbox_provider',
+                   current_database());
+END
+$$;
+
+-- The owner may also set up the default schema, for a reader who runs consume.py as it is:
+--   psql "$ADMIN_DSN" -f schema.sql -f grants.sql
+GRANT CREATE ON SCHEMA public TO inbox_owner;
+
+-- The owner watches the others (lock waits in pg_stat_activity, as the tests do) and
+-- may shorten its own deadlock_timeout (the tests force a real deadlock).
+GRANT pg_read_all_stats TO inbox_owner;
+GRANT SET ON PARAMETER deadlock_timeout TO inbox_owner;
