@@ -211,6 +211,33 @@ def faults_timeline(plt, doc):
     return fig
 
 
+# --- per-key lanes -------------------------------------------------------------------
+
+def parallel(plt, doc):
+    stats = doc["summary"]["variants"]
+    lanes = sorted(int(n.split("@")[1]) for n in stats if n.startswith("k@"))
+    medians = [stats[f"k@{n}"]["msgs_per_s"]["median"] for n in lanes]
+    errors = [[stats[f"k@{n}"]["msgs_per_s"]["median"] - stats[f"k@{n}"]["msgs_per_s"]["min"] for n in lanes],
+              [stats[f"k@{n}"]["msgs_per_s"]["max"] - stats[f"k@{n}"]["msgs_per_s"]["median"] for n in lanes]]
+    fig, ax = plt.subplots(figsize=(7, 4.2))
+    ax.errorbar(lanes, medians, yerr=errors, marker="o", capsize=4, color=BLUE, label="k: per-key lanes")
+    for n, value in zip(lanes, medians, strict=True):
+        ax.annotate(f"{value:,.0f}", (n, value), xytext=(4, -12), textcoords="offset points", fontsize=8)
+    if "c" in stats:
+        c = stats["c"]["msgs_per_s"]["median"]
+        ax.axhline(c, color=DARK, linestyle="--", linewidth=1, label=f"c: one at a time, {c:,.0f} msgs/s")
+        ax.axhline(10 * c, color=GREY, linestyle=":", linewidth=1, label="10 × c")
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(lanes, [str(n) for n in lanes])
+    ax.set_xlabel("lanes (handlers at once)")
+    ax.set_ylabel("msgs/s, median (min–max)")
+    ax.legend(frameon=False, fontsize=8)
+    ax.set_title(f"Per-key lanes with a {doc['config']['work_ms']:g} ms handler, {doc['config']['runs']} interleaved "
+                 "runs", fontsize=11)
+    tidy(ax)
+    return fig
+
+
 # --- the registry -------------------------------------------------------------------------
 
 # chart: (the function that draws it, the results files it draws, in its arguments' order)
@@ -222,6 +249,7 @@ CHARTS = {
     "storage": (storage, ["storage.json"]),
     "external": (external, ["external.json"]),
     "faults-timeline": (faults_timeline, ["faults-timeline.json"]),
+    "parallel": (parallel, ["throughput-lanes.json"]),
 }
 
 

@@ -163,3 +163,22 @@ def credit_timeline(credits: list[tuple[str, float]], windows: list[list[float]]
     return {"bucket_s": bucket_s, "credits_per_s": [round(buckets.get(i, 0) / bucket_s, 1) for i in range(last + 1)],
             "fault_windows": [[round(a - start, 3), round(b - start, 3)] for a, b in windows],
             "duplicates_at": duplicates}
+
+
+def order_violations(published: dict[str, dict], effects: list[tuple]) -> int:
+    """Per account, each event's first effect against the producer's order: how many came
+    after an effect of a later event of the same account. published: event ID -> event with
+    its "seq" (the order it was published in; one account, one key, one partition); effects
+    in the order they were written. An event's second and later effects are duplicates,
+    counted by check(), and passed over here."""
+    latest, seen, violations = {}, set(), 0
+    for event_id, account, _ in effects:
+        if event_id in seen or event_id not in published:
+            continue
+        seen.add(event_id)
+        seq = published[event_id]["seq"]
+        if seq < latest.get(account, seq):
+            violations += 1
+        else:
+            latest[account] = seq
+    return violations

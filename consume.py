@@ -303,15 +303,19 @@ class Database:
         self.conn.close()
 
 
-def log_partitions(what: str):
+def log_partitions(what: str, then=None):
+    """A rebalance callback that logs who owns what, then calls `then` (consumer, partitions)."""
     def callback(consumer, partitions):
         log.info(PARTITIONS_LOG, what, ",".join(str(p.partition) for p in partitions) or "none")
+        if then is not None:
+            then(consumer, partitions)
     return callback
 
 
 @contextlib.contextmanager
-def consuming(topic: str, group: str, dsn: str, overrides: dict):
+def consuming(topic: str, group: str, dsn: str, overrides: dict, on_revoke=None, on_lost=None):
     """The consumer, the dead-letter producer and the database connection a run needs.
+    `on_revoke`, `on_lost`: what else to do when partitions go (after the log line).
 
     The consumer is closed on the way out (a clean exit leaves the group at once);
     a SIGKILL skips this, as it skips everything.
@@ -320,8 +324,8 @@ def consuming(topic: str, group: str, dsn: str, overrides: dict):
     consumer = Consumer(consumer_config(group, **overrides))
     dead_letters = make_producer()
     # Who owns what, when: the rebalance harness reads these lines to tell a zombie from the new owner.
-    consumer.subscribe([topic], on_assign=log_partitions("assigned"), on_revoke=log_partitions("revoked"),
-                       on_lost=log_partitions("lost"))
+    consumer.subscribe([topic], on_assign=log_partitions("assigned"), on_revoke=log_partitions("revoked", on_revoke),
+                       on_lost=log_partitions("lost", on_lost))
     db = None
     try:
         db = Database(dsn)

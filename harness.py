@@ -271,6 +271,12 @@ def distinct_applied(dsn: str) -> int:
         return conn.execute("SELECT count(DISTINCT event_id) FROM ledger").fetchone()[0]
 
 
+def order_of(events: list[tuple[str, dict]], dsn: str) -> int:
+    """checker.order_violations on this run's ledger: per account, its credits against the
+    producer's order (an account is one key, so one partition)."""
+    return checker.order_violations(dict(events), effects(dsn)["ledger"])
+
+
 def ledger_applied(dsn: str) -> tuple[int, int]:
     """(ledger rows, distinct event IDs among them): settle()'s default `applied`."""
     with psycopg.connect(dsn) as conn:
@@ -469,6 +475,7 @@ WORKER_FLAGS = {
     "slow_every": ("--slow-every", None),
     "slow_seconds": ("--slow-seconds", None),
     "batch": ("--batch", {"d", "raw"}),
+    "lanes": ("--lanes", {"k"}),
     "policy": ("--policy", {"ext"}),
     "lease_s": ("--lease-s", {"ext"}),
 }

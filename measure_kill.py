@@ -28,7 +28,7 @@ import nemesis
 import results
 
 POST_VARIANTS = ("a1", "a2", "b", "c")  # the post's table: what --variant all runs
-VARIANTS = (*POST_VARIANTS, "d")
+VARIANTS = (*POST_VARIANTS, "d", "k")
 
 
 def run_once(variant: str, run: int, config: dict) -> dict:
@@ -59,9 +59,11 @@ def run_once(variant: str, run: int, config: dict) -> dict:
         recovery = harness.recover(variant, space, deadline_s=max(300.0, config["events"] * 0.1), log_path=log_path,
                                    args=args)
         verdict = harness.verdict_of(events, space.admin)
+        order = harness.order_of(events, space.admin)
     skipped = sum(entry["counts"].get("skipped", 0) for entry in kill_log) + recovery["counts"].get("skipped", 0)
     return {"variant": variant, "run": run, "seed": seed, "events": config["events"],
-            "kills": len(kill_log), **verdict, "skipped": skipped, "recovery_s": recovery["recovery_s"],
+            "kills": len(kill_log), **verdict, "order_violations": order, "skipped": skipped,
+            "recovery_s": recovery["recovery_s"],
             "wall_s": round(time.monotonic() - started, 1), "kill_log": kill_log}
 
 
@@ -116,6 +118,7 @@ def parse_args(argv=None):
                         help="seconds a worker lives after its first side effect")
     parser.add_argument("--session-timeout-ms", type=int, default=6000)
     parser.add_argument("--batch", type=int, default=500, help="d only: messages per transaction")
+    parser.add_argument("--lanes", type=int, default=16, help="k only: handlers at once")
     parser.add_argument("--explain", action="store_true", help="end with three lines on what was measured")
     args = parser.parse_args(argv)
     cli.at_least(parser, args, 1, "runs", "kills", "events", "partitions")
@@ -133,6 +136,8 @@ def main(args) -> int:
               "kill": "SIGKILL (Popen.kill)", "life_from": "the worker's first side effect"}
     if args.variant == "d":
         config["batch"] = args.batch
+    if args.variant == "k":
+        config["lanes"] = args.lanes
     document = results.drive("measure_kill", args.out, config, [{"variant": v} for v in variants], run_once,
                              summarise, table, verdict_line, args.force, options={"keep": args.keep})
     if args.explain:

@@ -36,7 +36,7 @@ import harness
 import nemesis
 import results
 
-VARIANTS = ("b", "c", "d")
+VARIANTS = ("b", "c", "d", "k")
 
 
 def run_once(variant: str, run: int, config: dict) -> dict:
@@ -70,12 +70,14 @@ def run_once(variant: str, run: int, config: dict) -> dict:
                 worker.stop()
         counts, examples = checker.tally(workers)
         verdict = harness.verdict_of(events, space.admin)
+        order = harness.order_of(events, space.admin)
         credits = harness.credit_times(space.admin)
     timeline = harness.timeline_of(log_paths)
     moves = checker.handovers(timeline)
     return {"variant": variant, "run": run, "group_protocol": protocol, "seed": config["seed"] + run,
             "events": config["events"], "stalls": counts.get("stalls", 0), "evictions": counts.get("evictions", 0),
-            **verdict, "skipped": counts.get("skipped", 0), "commit_failed": checker.failures(counts),
+            **verdict, "order_violations": order, "skipped": counts.get("skipped", 0),
+            "commit_failed": checker.failures(counts),
             **checker.handover_fields(moves), "first_eviction": checker.first_eviction(timeline, credits),
             "settle_s": settle_s, "wall_s": round(time.monotonic() - started, 1), "examples": examples}
 
@@ -126,6 +128,7 @@ def parse_args(argv=None):
     parser.add_argument("--session-timeout-ms", type=int, default=6000)
     parser.add_argument("--group-protocol", choices=("classic", "consumer"), default="classic")
     parser.add_argument("--batch", type=int, default=500, help="d only: messages per transaction")
+    parser.add_argument("--lanes", type=int, default=16, help="k only: handlers at once")
     args = parser.parse_args(argv)
     cli.at_least(parser, args, 1, "runs", "events", "consumers", "partitions", "slow_every")
     if args.slow_seconds * 1000 <= args.max_poll_interval_ms:
@@ -144,6 +147,8 @@ def main(args) -> int:
               "group_protocol": args.group_protocol, "work_ms": args.work_ms, "seed": args.seed}
     if args.variant == "d":
         config["batch"] = args.batch
+    if args.variant == "k":
+        config["lanes"] = args.lanes
     results.drive("measure_rebalance", args.out, config, [{"variant": args.variant}], run_once, summarise, table,
                   verdict_line, args.force)
     return 0

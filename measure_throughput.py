@@ -26,9 +26,10 @@ import cli
 import harness
 import results
 
-VARIANTS = ("a1", "a2", "b", "c", "d", "raw")
+VARIANTS = ("a1", "a2", "b", "c", "d", "k", "raw")
 # top/bottom pairs reported; a pair is skipped when either side was not run.
-RATIOS = (("c", "b"), ("b", "a1"), ("c", "a1"), ("a2", "a1"), ("d", "c"), ("d", "raw"), ("c", "raw"))
+RATIOS = (("c", "b"), ("b", "a1"), ("c", "a1"), ("a2", "a1"), ("d", "c"), ("d", "raw"), ("c", "raw"),
+          *((f"k@{n}", "c") for n in (1, 4, 16, 64)))
 
 
 def timing(dsn: str) -> dict:
@@ -51,13 +52,15 @@ def label(variant: str, batch: int | None) -> str:
 
 
 def run_once(variant: str, run: int, config: dict) -> dict:
-    """One worker reads `config["events"]` credits; `variant` may be a sweep's d@N."""
+    """One worker reads `config["events"]` credits; `variant` may be a sweep's d@N (N a batch)
+    or k@N (N lanes)."""
     name = variant
     variant, _, swept = name.partition("@")
-    batch = int(swept) if swept else config.get("batch", 500)
+    batch = int(swept) if swept and variant == "d" else config.get("batch", 500)
+    lanes = int(swept) if swept and variant == "k" else config.get("lanes", 16)
     events_count = config["events"]
     started = time.monotonic()
-    args = harness.worker_args(variant, {"batch": batch})
+    args = harness.worker_args(variant, {"batch": batch, "lanes": lanes, "work_ms": config.get("work_ms", 0)})
     if variant == "raw":
         args += ("--expect", events_count)
     # Generous: 20 msgs/s would be a tenth of the slowest variant seen here.
@@ -79,13 +82,16 @@ def run_once(variant: str, run: int, config: dict) -> dict:
         record = {"variant": name, "run": run, "events": events_count}
         if variant in ("d", "raw"):
             record["batch"] = batch
+        if variant == "k":
+            record["lanes"] = lanes
         if variant == "raw":
             record.update({k: report[k] for k in ("msgs_per_s", "first_to_last_s", "gap_p50_ms", "gap_p99_ms")})
             record.update({"duplicates": None, "lost": None, "balances_exact": None})
         else:
             verdict = harness.verdict_of(events, space.admin)
             record.update({**timing(space.admin), "duplicates": verdict["duplicates"], "lost": verdict["lost"],
-                           "balances_exact": verdict["balances_exact"]})
+                           "balances_exact": verdict["balances_exact"],
+                           "order_violations": harness.order_of(events, space.admin)})
         record["wall_s"] = round(time.monotonic() - started, 1)
     return record
 
@@ -127,20 +133,29 @@ def parse_args(argv=None):
     parser.add_argument("--batch", type=int, default=500, help="d (and raw): messages per consume() call")
     parser.add_argument("--sweep-batch", type=cli.sizes, metavar="N,N,...",
                         help="run only d, once per batch size (default out: results/throughput-batch.json)")
+    parser.add_argument("--sweep-lanes", type=cli.sizes, metavar="N,N,...",
+                        help="run c and k, k once per lane count (default out: results/throughput-lanes.json)")
+    parser.add_argument("--work-ms", type=float, default=0, help="handler sleep per message")
     args = parser.parse_args(argv)
     if args.runs < 1 or args.events < 2 or args.partitions < 1 or args.batch < 1:
         parser.error("need --runs >= 1, --events >= 2, --partitions >= 1 and --batch >= 1")
     if args.out is None:
-        args.out = str(results.RESULTS / ("throughput-batch.json" if args.sweep_batch else "throughput.json"))
+        args.out = str(results.RESULTS / ("throughput-batch.json" if args.sweep_batch else
+                                          "throughput-lanes.json" if args.sweep_lanes else "throughput.json"))
     return args
 
 
 
 def main(args) -> int:
-    sweep = bool(args.sweep_batch)
-    names = [label("d", n) for n in args.sweep_batch] if sweep else list(args.variants)
+    sweep = bool(args.sweep_batch or args.sweep_lanes)
+    if args.sweep_batch:
+        names = [label("d", n) for n in args.sweep_batch]
+    elif args.sweep_lanes:
+        names = ["c", *(label("k", n) for n in args.sweep_lanes)]
+    else:
+        names = list(args.variants)
     config = {"variants": names, "runs": args.runs, "events": args.events, "partitions": args.partitions,
-              "work_ms": 0, "kills": 0, "order": "interleaved by run, rotating"}
+              "work_ms": args.work_ms, "kills": 0, "order": "interleaved by run, rotating"}
     if not sweep and ("d" in args.variants or "raw" in args.variants):
         config["batch"] = args.batch
     results.drive("measure_throughput", args.out, config, [{"variant": name} for name in names], run_once,

@@ -26,6 +26,7 @@ VARIANT_NAMES = {
     "d": "d: batched inbox, one transaction per batch",
     "raw": "raw: the client alone, no DB, no commits",
     "external": "external: an HTTP charge, keys honoured",  # the race's; M5 names its policies
+    "k": "k: per-key lanes, the contiguous watermark",
 }
 
 
@@ -160,7 +161,7 @@ def batch_section() -> str:
             f"interleaved. From `results/throughput-batch.json`: {provenance(sweep)}.\n")
 
 
-REBALANCE_SETS = [(f"rebalance-{v}-{p}.json", p) for v in ("b", "c", "d") for p in ("classic", "consumer")] + [
+REBALANCE_SETS = [(f"rebalance-{v}-{p}.json", p) for v in ("b", "c", "d", "k") for p in ("classic", "consumer")] + [
     (f"rebalance-{v}-consumer-stall20.json", "consumer") for v in ("b", "c")]
 
 
@@ -331,14 +332,54 @@ FINDINGS = [
     ("M1 hard kills", "kill.json", lambda r, c: ("SIGKILL", r["variant"])),
     ("M1 hard kills", "kill-d.json", lambda r, c: ("SIGKILL", f"d, {c['batch']} a batch")),
     ("M1 hard kills", "kill-d-batch50.json", lambda r, c: ("SIGKILL", f"d, {c['batch']} a batch")),
+    ("M1 hard kills", "kill-k.json", lambda r, c: ("SIGKILL", f"k, {c['lanes']} lanes")),
     *[("M2 rebalance zombie", name, lambda r, c: (
         f"stall {c['slow_seconds']:g} s, {c['group_protocol']} protocol", r["variant"])) for name, _ in REBALANCE_SETS],
     ("M3 throughput", "throughput.json", lambda r, c: ("none", r["variant"])),
+    ("M3 per-key lanes", "throughput-lanes.json", lambda r, c: (f"none, {c['work_ms']:g} ms handler", r["variant"])),
     ("M5 external effects", "external.json", lambda r, c: ("SIGKILL, planted crashes", r["variant"])),
     ("M6 faults", "faults.json", lambda r, c: (r["fault"], r["variant"])),
     ("M6 faults", "faults-share-batched.json", lambda r, c: ("share-lock, producer batching", r["variant"])),
     ("Race", "race.json", lambda r, c: (f"{c['consumers']} consumers, {c['copies']} copies", r["variant"])),
 ]
+
+
+def parallel_section() -> str:
+    lanes = need("throughput-lanes.json", "python measure_throughput.py --sweep-lanes 1,4,16,64 --work-ms 10")
+    stats, ratios = lanes["summary"]["variants"], lanes["summary"]["ratios"]
+    rows = [[name, s["runs"], spread(s["msgs_per_s"], 1),
+             "1" if name == "c" else spread(ratios[f"{name}/c"], 2) if f"{name}/c" in ratios else "–",
+             sum(r.get("order_violations") or 0 for r in lanes["runs"] if r["variant"] == name),
+             sum(r["duplicates"] + r["lost"] for r in lanes["runs"] if r["variant"] == name)]
+            for name, s in stats.items()]
+    text = markdown_table(["Variant (k@N: N lanes)", "Runs", "msgs/s, median (min–max)",
+                           "× c, median of per-run ratios", "Order violations", "Duplicates + lost"], rows)
+    c = lanes["config"]
+    text += (f"\n\n{c['runs']} runs of {c['events']:,} credits per variant on {c['partitions']} partitions, "
+             f"a {c['work_ms']:g} ms handler, interleaved run by run in one invocation. From "
+             f"`results/throughput-lanes.json`: {provenance(lanes)}.\n")
+    faults = []
+    if kill := load("kill-k.json"):
+        kc = kill["config"]
+        faults.append([f"M1: {kc['kills']} SIGKILLs a run, {kc['lanes']} lanes, {kc['events']:,} credits",
+                       len(kill["runs"]), sum(r["kills"] for r in kill["runs"]), "–",
+                       sum(r["duplicates"] for r in kill["runs"]), sum(r["lost"] for r in kill["runs"]),
+                       sum(r["order_violations"] for r in kill["runs"]),
+                       f"{sum(r['balances_exact'] for r in kill['runs'])} of {len(kill['runs'])}"])
+    if rebalance := load("rebalance-k-classic.json"):
+        rc = rebalance["config"]
+        faults.append([f"M2: a {rc['slow_seconds']:g} s stall every {rc['slow_every']}th event, {rc['lanes']} lanes",
+                       len(rebalance["runs"]), sum(r["stalls"] for r in rebalance["runs"]),
+                       sum(r["evictions"] for r in rebalance["runs"]),
+                       sum(r["duplicates"] for r in rebalance["runs"]), sum(r["lost"] for r in rebalance["runs"]),
+                       sum(r["order_violations"] for r in rebalance["runs"]),
+                       f"{sum(r['balances_exact'] for r in rebalance['runs'])} of {len(rebalance['runs'])}"])
+    if faults:
+        text += "\n" + markdown_table(["k under", "Runs", "Kills or stalls", "Evictions", "Duplicates", "Lost",
+                                        "Order violations", "Exact balances"], faults)
+        text += ("\n\nTotals over the runs; M1's and M2's other parameters as in their sections. From "
+                 "`results/kill-k.json` and `results/rebalance-k-classic.json`.\n")
+    return text
 
 
 def findings_section() -> str:
@@ -377,7 +418,7 @@ SECTIONS = {"kill": kill_section, "throughput": throughput_section, "ratios": ra
             "batch": batch_section, "rebalance": rebalance_section, "storage": storage_section,
             "layouts": layouts_section, "sizing": sizing_section, "external": external_section,
             "faults": faults_section, "race": race_section, "findings": findings_section,
-            "results-index": results_index_section}
+            "results-index": results_index_section, "parallel": parallel_section}
 DOCUMENTS = [README, ROOT / "docs" / "results.md"]  # every file with report markers
 
 

@@ -10,6 +10,8 @@ the inbox is used; the side effect is the same single Postgres transaction
     c   consume.run() unchanged: the inbox, then the commit
     d   consume_batched.run_batched(): the inbox for up to --batch messages in one transaction,
         then one synchronous commit of the batch's offsets
+    k   consume_parallel.run_parallel(): handle_once on --lanes threads, one key to one lane,
+        each partition's offset committed up to its contiguous watermark
     raw the same client reading the topic with no database and no commits: the
         ceiling the client alone reaches, for measure_throughput.py
     ext     the effect is a call to provider.py, with consume_external's lease and --policy
@@ -41,6 +43,7 @@ from confluent_kafka import Consumer
 import cli
 import consume
 import consume_batched
+import consume_parallel
 from publish import ensure_topic, make_producer
 from settings import BROKERS, DSN
 
@@ -56,7 +59,7 @@ ACK_FAILED_LOG = "acknowledgement failed: %s (%s/%s)"  # share groups: the recor
 # Exit codes of a worker that crashed itself on purpose (a planted crash), not by accident.
 EXIT_CRASHED_AFTER_EFFECT = 3  # the effect landed (a DB commit, a provider call); nothing records it further
 EXIT_CRASHED_BEFORE_CALL = 4  # the lease is taken; the call never went out
-VARIANTS = ("a1", "a2", "b", "c", "d", "raw", "ext", "outbox", "relay", "share-b", "share-c")
+VARIANTS = ("a1", "a2", "b", "c", "d", "k", "raw", "ext", "outbox", "relay", "share-b", "share-c")
 
 
 def apply_without_inbox(conn: psycopg.Connection, event_id: str, event: dict, apply=consume.credit_account) -> bool:
@@ -317,6 +320,11 @@ def main(args) -> None:
         if outcome == "applied":
             crash({consume.event_id_of(msg)})
 
+    if args.variant == "k":
+        consume_parallel.run_parallel(args.topic, args.group, apply, lanes=args.lanes, window=args.window,
+                                      stop=stop, after_db_commit=after_db_commit, **overrides)
+        return
+
     handle = consume.handle_once if args.variant == "c" else apply_without_inbox
     consume.run(args.topic, args.group, apply, handle=handle, stop=stop, after_db_commit=after_db_commit,
                 **overrides)
@@ -336,6 +344,8 @@ def parse_args(argv=None):
     parser.add_argument("--group-protocol", choices=("classic", "consumer"), default="classic")
     parser.add_argument("--crash-after", metavar="EVENT_ID", help="os._exit() right after this event's DB commit")
     parser.add_argument("--batch", type=int, default=500, help="d and raw: messages per consume() call")
+    parser.add_argument("--lanes", type=int, default=16, help="k: handlers at once, one key to one lane")
+    parser.add_argument("--window", type=int, default=500, help="k: messages in flight per partition at most")
     parser.add_argument("--expect", type=int, default=0, help="raw: report once this many messages are read")
     parser.add_argument("--provider-url", help="ext, relay: provider.py's address")
     parser.add_argument("--policy", choices=("keys", "lookup", "retry", "skip"), default="keys",
@@ -350,8 +360,10 @@ def parse_args(argv=None):
     args = parser.parse_args(argv)
     if args.work_ms < 0 or args.slow_every < 0 or args.slow_seconds < 0:
         parser.error("--work-ms, --slow-every and --slow-seconds cannot be negative")
-    if args.crash_after and args.variant not in ("b", "c", "d"):
-        parser.error("--crash-after needs a variant that commits by hand (b, c or d)")
+    if args.crash_after and args.variant not in ("b", "c", "d", "k"):
+        parser.error("--crash-after needs a variant that commits by hand (b, c, d or k)")
+    if args.lanes < 1 or args.window < 1:
+        parser.error("--lanes and --window must be at least 1")
     if args.batch < 1:
         parser.error("--batch must be at least 1")
     if args.variant in ("ext", "relay") and not args.provider_url:

@@ -56,3 +56,15 @@ def test_stall_windows_pair_each_stall_with_its_waking():
     timeline = [(10.0, "w1", "stalling", "e7"), (12.0, "w2", "stalling", "e9"), (15.0, "w1", "stall over", "e7"),
                 (20.0, "w2", "stall over", "e9"), (21.0, "w2", "stall over", "e4")]
     assert stall_windows(timeline) == [[10.0, 15.0], [12.0, 20.0]]
+
+
+def test_order_violations_compare_each_account_with_the_producers_order():
+    from checker import order_violations
+
+    published = {f"e{n}": {"account_id": 1 + n % 2, "amount": 1, "seq": n} for n in range(1, 7)}
+    in_order = [("e1", 2, 1), ("e2", 1, 1), ("e3", 2, 1), ("e4", 1, 1), ("e5", 2, 1), ("e6", 1, 1)]
+    assert order_violations(published, in_order) == 0
+    # accounts interleave freely; within account 2, e5 before e3 is one violation
+    assert order_violations(published, [("e2", 1, 1), ("e1", 2, 1), ("e5", 2, 1), ("e3", 2, 1)]) == 1
+    # a duplicate of an older event, written later, is check()'s to count, not this
+    assert order_violations(published, [("e1", 2, 1), ("e3", 2, 1), ("e1", 2, 1)]) == 0

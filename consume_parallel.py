@@ -1,0 +1,239 @@
+"""Per-key parallel handlers inside a partition (variant k): consume.py's guarantee, many
+handlers at once, the offset committed only up to the contiguous watermark.
+
+Claim: every message goes, by its key, to one of `lanes` threads (the same key always to
+the same lane, so one key's messages run one at a time, in order), and each lane runs
+handle_once in its own transaction on its own connection. A partition's committed offset
+is its contiguous watermark: the offset after the highest one below which every message
+has a durable outcome (applied, skipped, or dead-lettered and confirmed). It never moves
+past an unfinished message, so a crash replays at most the window that was in flight, and
+the inbox skips whatever of it had committed. Keys need no order between them.
+
+- Backpressure: a partition with `window` messages in flight is paused, and resumed once
+  half of them are done (what the client had already fetched may still arrive).
+- A revoked partition: its messages not yet started are abandoned, those started finish
+  (waited for up to a third of max.poll.interval.ms), the watermark is committed, and only
+  then does the partition go.
+- A slow handler does not stall the poll loop, so it does not get the consumer evicted
+  for missing max.poll.interval.ms (M2's zombie); it holds its partition's watermark, and
+  a full window pauses the partition. A lost one (the group
+  fenced us) is abandoned without a commit: it is no longer ours to commit.
+- Poison: process() dead-letters it, durably, before it counts as done.
+- A lane whose transaction fails for good (consume.Database gave up) stops the consumer;
+  no watermark passes its message.
+
+Assumptions: consume.py's; the key is what order is kept for (publish.py keys by account).
+
+    python consume_parallel.py --lanes 16
+"""
+import collections
+import logging
+import queue
+import threading
+import time
+import zlib
+
+from confluent_kafka import Consumer, KafkaException, Message, Producer, TopicPartition
+
+import cli
+from consume import (
+    COMMIT_FAILED_LOG,
+    CONSUMER_NAME,
+    Database,
+    consuming,
+    credit_account,
+    handle_once,
+    process,
+)
+from publish import DEMO_TOPIC
+from settings import DSN
+
+log = logging.getLogger("consume")  # consume.py's logger: one stream for a harness to read
+REVOKE_WAIT_S = 30.0  # how long a revocation waits for started handlers, at most, before it commits what is done
+
+
+class Window:
+    """One partition's messages in flight, in offset order, and which of them are done."""
+
+    def __init__(self, topic: str, partition: int):
+        self.topic, self.partition = topic, partition
+        self.offsets = collections.deque()  # dispatched, not yet below the watermark
+        self.done: set[int] = set()
+        self.in_flight = 0  # dispatched and neither done nor abandoned
+        self.abandoned = threading.Event()  # set when the partition goes: lanes skip what they have not begun
+        self.paused = False
+        self.committed = None  # the last watermark committed
+
+    def watermark(self) -> int | None:
+        """Move past every done offset at the front; the next offset to read, or None if none moved."""
+        moved = None
+        while self.offsets and self.offsets[0] in self.done:
+            offset = self.offsets.popleft()
+            self.done.discard(offset)
+            moved = offset + 1
+        return moved
+
+
+class Lane(threading.Thread):
+    """One key's worth of order: takes (window, message) pairs and handles them one by one."""
+
+    def __init__(self, dsn: str, dead_letters: Producer, apply, handle, finished: queue.Queue, after_db_commit):
+        super().__init__(daemon=True)
+        self.inbox = queue.Queue()
+        self.db = Database(dsn)
+        self.dead_letters, self.apply, self.handle = dead_letters, apply, handle
+        self.finished, self.after_db_commit = finished, after_db_commit
+
+    def run(self) -> None:
+        while (item := self.inbox.get()) is not None:
+            window, msg = item
+            if window.abandoned.is_set():
+                self.finished.put(("abandoned", window, msg.offset(), None))
+                continue
+            try:
+                outcome = self.db.run(process, msg, self.dead_letters, self.handle, self.apply)
+            except BaseException as e:  # noqa: BLE001 - the consumer stops on it, in the main thread
+                self.finished.put(("failed", window, msg.offset(), e))
+                return
+            if self.after_db_commit is not None:
+                self.after_db_commit(msg, outcome)
+            self.finished.put(("done", window, msg.offset(), outcome))
+        self.db.close()
+
+
+class Parallel:
+    """The main thread's side: dispatch by key, collect outcomes, commit watermarks, pause and resume."""
+
+    def __init__(self, consumer: Consumer, lanes: list[Lane], finished: queue.Queue, window: int,
+                 revoke_wait_s: float = REVOKE_WAIT_S):
+        self.consumer, self.lanes, self.finished, self.window = consumer, lanes, finished, window
+        self.revoke_wait_s = revoke_wait_s
+        self.windows: dict[tuple[str, int], Window] = {}
+
+    def dispatch(self, msg: Message) -> None:
+        key = (msg.topic(), msg.partition())
+        window = self.windows.get(key) or self.windows.setdefault(key, Window(*key))
+        window.offsets.append(msg.offset())
+        window.in_flight += 1
+        lane = self.lanes[zlib.crc32(msg.key() or b"") % len(self.lanes)]  # the same key, the same lane
+        lane.inbox.put((window, msg))
+        if window.in_flight >= self.window and not window.paused:
+            self.consumer.pause([TopicPartition(*key)])
+            window.paused = True
+
+    def collect(self, wait_s: float = 0.0) -> None:
+        """Take in what the lanes finished; raise if one failed for good."""
+        deadline = time.monotonic() + wait_s
+        while True:
+            try:
+                kind, window, offset, detail = self.finished.get(timeout=max(0.0, deadline - time.monotonic()))
+            except queue.Empty:
+                return
+            if kind == "failed":
+                raise detail
+            window.in_flight -= 1
+            if kind == "done":
+                window.done.add(offset)
+            wait_s, deadline = 0.0, time.monotonic()  # after the first, take only what is already there
+
+    def commit(self, windows=None) -> None:
+        """Commit each window's watermark if it moved; a failed commit is logged, never raised."""
+        moved = []
+        for window in windows if windows is not None else list(self.windows.values()):
+            mark = window.watermark()
+            if mark is not None and mark != window.committed:
+                moved.append((window, mark))
+        if not moved:
+            return
+        try:
+            self.consumer.commit(offsets=[TopicPartition(w.topic, w.partition, m) for w, m in moved],
+                                 asynchronous=False)
+        except KafkaException as e:
+            log.warning(COMMIT_FAILED_LOG, e.args[0].name())
+            return
+        for window, mark in moved:
+            window.committed = mark
+
+    def resume_drained(self) -> None:
+        for key, window in self.windows.items():
+            if window.paused and window.in_flight <= self.window // 2:
+                self.consumer.resume([TopicPartition(*key)])
+                window.paused = False
+
+    def let_go(self, partitions, commit: bool) -> None:
+        """A revoked (commit) or lost (no commit) partition: abandon what has not begun, wait for
+        what has, then commit the watermark, and forget the partition."""
+        going = [self.windows.pop((tp.topic, tp.partition)) for tp in partitions
+                 if (tp.topic, tp.partition) in self.windows]
+        for window in going:
+            window.abandoned.set()
+        deadline = time.monotonic() + self.revoke_wait_s
+        while any(w.in_flight for w in going) and time.monotonic() < deadline:
+            self.collect(wait_s=0.1)
+        if commit:
+            self.commit(going)
+
+
+def run_parallel(topic: str, group: str, apply=credit_account, *, lanes: int = 16, window: int = 500,
+                 handle=None, dsn: str = DSN, stop: threading.Event | None = None, after_db_commit=None,
+                 **overrides) -> None:
+    """Consume `topic` as `group` until `stop` is set (or forever), `lanes` handlers at once.
+    `after_db_commit(msg, outcome)` runs in the lane between the database commit and the
+    message counting as done, where a crash hurts most."""
+    finished: queue.Queue = queue.Queue()
+    state: list[Parallel] = []
+
+    def revoked(consumer, partitions):
+        if state:
+            state[0].let_go(partitions, commit=True)
+
+    def lost(consumer, partitions):
+        if state:
+            state[0].let_go(partitions, commit=False)
+
+    with consuming(topic, group, dsn, overrides, on_revoke=revoked, on_lost=lost) as (consumer, dead_letters, db):
+        db.close()  # each lane has its own connection
+        workers = [Lane(dsn, dead_letters, apply, handle or handle_once, finished, after_db_commit)
+                   for _ in range(lanes)]
+        for lane in workers:
+            lane.start()
+        # The revocation waits inside poll(): a third of max.poll.interval.ms at most, or the wait
+        # itself would get this member thrown out of the group.
+        max_poll_s = int(overrides.get("max.poll.interval.ms", 300000)) / 1000
+        parallel = Parallel(consumer, workers, finished, window, min(REVOKE_WAIT_S, max_poll_s / 3))
+        state.append(parallel)
+        last_commit = time.monotonic()
+        try:
+            while stop is None or not stop.is_set():
+                parallel.collect()
+                if time.monotonic() - last_commit >= 0.1:  # a commit a tenth of a second, not one a message
+                    parallel.commit()
+                    last_commit = time.monotonic()
+                parallel.resume_drained()
+                msg = consumer.poll(0.05)
+                if msg is None:
+                    continue
+                if msg.error():
+                    log.warning("consumer error: %s", msg.error())
+                    continue
+                parallel.dispatch(msg)
+            parallel.let_go([TopicPartition(t, p) for t, p in list(parallel.windows)], commit=True)
+        finally:
+            for lane in workers:
+                lane.inbox.put(None)
+
+
+def main() -> None:
+    parser = cli.Parser(description="Consume credits with per-key parallel handlers.")
+    parser.add_argument("--topic", default=DEMO_TOPIC)
+    parser.add_argument("--group", default=CONSUMER_NAME)
+    parser.add_argument("--lanes", type=int, default=16, help="handlers at once (one key: one lane)")
+    parser.add_argument("--window", type=int, default=500, help="messages in flight per partition at most")
+    args = parser.parse_args()
+    cli.at_least(parser, args, 1, "lanes", "window")
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    run_parallel(args.topic, args.group, lanes=args.lanes, window=args.window)
+
+
+if __name__ == "__main__":
+    main()
