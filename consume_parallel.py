@@ -1,9 +1,11 @@
 """Per-key parallel handlers inside a partition (variant k): consume.py's guarantee, many
 handlers at once, the offset committed only up to the contiguous watermark.
 
-Claim: every message goes, by its key, to one of `lanes` threads (the same key always to
-the same lane, so one key's messages run one at a time, in order), and each lane runs
-handle_once in its own transaction on its own connection. A partition's committed offset
+Claim: every message goes, by its key, to one of `lanes` threads, and each lane runs
+handle_once in its own transaction on its own connection. A key with messages in flight
+always goes to the lane that has them, so one key's messages run one at a time, in order;
+a key with none in flight goes to the lane with the least work, so that lanes stay evenly
+loaded whatever the keys hash to, and the map of keys to lanes holds only keys in flight. A partition's committed offset
 is its contiguous watermark: the offset after the highest one below which every message
 has a durable outcome (applied, skipped, or dead-lettered and confirmed). It never moves
 past an unfinished message, so a crash replays at most the window that was in flight, and
@@ -31,7 +33,6 @@ import logging
 import queue
 import threading
 import time
-import zlib
 
 from confluent_kafka import Consumer, KafkaException, Message, Producer, TopicPartition
 
@@ -80,6 +81,7 @@ class Lane(threading.Thread):
     def __init__(self, dsn: str, dead_letters: Producer, apply, handle, finished: queue.Queue, after_db_commit):
         super().__init__(daemon=True)
         self.inbox = queue.Queue()
+        self.load = 0  # messages given to this lane and not yet finished (the main thread's count)
         self.db = Database(dsn)
         self.dead_letters, self.apply, self.handle = dead_letters, apply, handle
         self.finished, self.after_db_commit = finished, after_db_commit
@@ -88,16 +90,16 @@ class Lane(threading.Thread):
         while (item := self.inbox.get()) is not None:
             window, msg = item
             if window.abandoned.is_set():
-                self.finished.put(("abandoned", window, msg.offset(), None))
+                self.finished.put(("abandoned", window, msg, None))
                 continue
             try:
                 outcome = self.db.run(process, msg, self.dead_letters, self.handle, self.apply)
             except BaseException as e:  # noqa: BLE001 - the consumer stops on it, in the main thread
-                self.finished.put(("failed", window, msg.offset(), e))
+                self.finished.put(("failed", window, msg, e))
                 return
             if self.after_db_commit is not None:
                 self.after_db_commit(msg, outcome)
-            self.finished.put(("done", window, msg.offset(), outcome))
+            self.finished.put(("done", window, msg, outcome))
         self.db.close()
 
 
@@ -109,13 +111,19 @@ class Parallel:
         self.consumer, self.lanes, self.finished, self.window = consumer, lanes, finished, window
         self.revoke_wait_s = revoke_wait_s
         self.windows: dict[tuple[str, int], Window] = {}
+        self.keys: dict[bytes, list] = {}  # key -> [its lane, its messages in flight]: keys in flight only
 
     def dispatch(self, msg: Message) -> None:
         key = (msg.topic(), msg.partition())
         window = self.windows.get(key) or self.windows.setdefault(key, Window(*key))
         window.offsets.append(msg.offset())
         window.in_flight += 1
-        lane = self.lanes[zlib.crc32(msg.key() or b"") % len(self.lanes)]  # the same key, the same lane
+        held = self.keys.get(msg.key() or b"")
+        if held is None:  # none of this key in flight: the least loaded lane takes it
+            held = self.keys[msg.key() or b""] = [min(self.lanes, key=lambda lane: lane.load), 0]
+        held[1] += 1
+        lane = held[0]
+        lane.load += 1
         lane.inbox.put((window, msg))
         if window.in_flight >= self.window and not window.paused:
             self.consumer.pause([TopicPartition(*key)])
@@ -126,14 +134,19 @@ class Parallel:
         deadline = time.monotonic() + wait_s
         while True:
             try:
-                kind, window, offset, detail = self.finished.get(timeout=max(0.0, deadline - time.monotonic()))
+                kind, window, msg, detail = self.finished.get(timeout=max(0.0, deadline - time.monotonic()))
             except queue.Empty:
                 return
             if kind == "failed":
                 raise detail
             window.in_flight -= 1
+            held = self.keys[msg.key() or b""]
+            held[0].load -= 1
+            held[1] -= 1
+            if held[1] == 0:  # the key's last message in flight: it may go to any lane next time
+                del self.keys[msg.key() or b""]
             if kind == "done":
-                window.done.add(offset)
+                window.done.add(msg.offset())
             wait_s, deadline = 0.0, time.monotonic()  # after the first, take only what is already there
 
     def commit(self, windows=None) -> None:
@@ -174,6 +187,15 @@ class Parallel:
             self.commit(going)
 
 
+def polled(consumer: Consumer, timeout_s: float) -> Message | None:
+    """The next message; None when nothing came, or when what came was an error (logged)."""
+    msg = consumer.poll(timeout_s)
+    if msg is not None and msg.error():
+        log.warning("consumer error: %s", msg.error())
+        return None
+    return msg
+
+
 def run_parallel(topic: str, group: str, apply=credit_account, *, lanes: int = 16, window: int = 500,
                  handle=None, dsn: str = DSN, stop: threading.Event | None = None, after_db_commit=None,
                  **overrides) -> None:
@@ -210,13 +232,13 @@ def run_parallel(topic: str, group: str, apply=credit_account, *, lanes: int = 1
                     parallel.commit()
                     last_commit = time.monotonic()
                 parallel.resume_drained()
-                msg = consumer.poll(0.05)
-                if msg is None:
-                    continue
-                if msg.error():
-                    log.warning("consumer error: %s", msg.error())
-                    continue
-                parallel.dispatch(msg)
+                paused = any(w.paused for w in parallel.windows.values())
+                # With a partition paused, what unblocks it is a lane finishing, not a fetch: poll
+                # without waiting (callbacks, what was fetched already), then wait on the lanes.
+                if (msg := polled(consumer, 0.0 if paused else 0.05)) is not None:
+                    parallel.dispatch(msg)
+                elif paused:
+                    parallel.collect(wait_s=0.05)
             parallel.let_go([TopicPartition(t, p) for t, p in list(parallel.windows)], commit=True)
         finally:
             for lane in workers:

@@ -1,4 +1,5 @@
 """Variant k, per-key parallel handlers: the watermark (pure), then the real services."""
+import queue
 import threading
 
 import pytest
@@ -24,6 +25,56 @@ def test_the_watermark_never_passes_an_unfinished_message():
     assert window.watermark() == 9
 
 
+class FakeMessage:
+    def __init__(self, key, offset, partition=0):
+        self._key, self._offset, self._partition = key, offset, partition
+
+    def key(self):
+        return self._key
+
+    def topic(self):
+        return "t"
+
+    def partition(self):
+        return self._partition
+
+    def offset(self):
+        return self._offset
+
+
+class FakeLane:
+    def __init__(self):
+        self.load, self.inbox = 0, queue.Queue()
+
+
+class FakeConsumer:
+    def pause(self, partitions):
+        pass
+
+    def resume(self, partitions):
+        pass
+
+
+def test_a_key_in_flight_keeps_its_lane_and_a_new_key_takes_the_least_loaded():
+    """No services: the dispatcher alone. One key's messages in flight stay on one lane (their
+    order); a key with none in flight goes where the least work is, wherever its hash would."""
+    lanes, finished = [FakeLane(), FakeLane(), FakeLane()], queue.Queue()
+    parallel = consume_parallel.Parallel(FakeConsumer(), lanes, finished, window=100)
+    for offset, key in enumerate([b"a", b"a", b"b", b"c", b"a", b"d"]):
+        parallel.dispatch(FakeMessage(key, offset))
+    lane_of = {msg.key(): i for i, lane in enumerate(lanes) for _, msg in list(lane.inbox.queue)}
+    assert [msg.key() for _, msg in list(lanes[lane_of[b"a"]].inbox.queue)] == [b"a", b"a", b"a"]
+    assert len({lane_of[b"a"], lane_of[b"b"], lane_of[b"c"]}) == 3 and lane_of[b"d"] != lane_of[b"a"]
+    assert [lane.load for lane in lanes] == [3, 2, 1]  # a a a | b d | c
+    # every "a" finished: the key leaves the map, and may go to the least loaded lane next
+    window = parallel.windows[("t", 0)]
+    for _, msg in list(lanes[lane_of[b"a"]].inbox.queue):
+        finished.put(("done", window, msg, "applied"))
+    parallel.collect()
+    assert b"a" not in parallel.keys and set(parallel.keys) == {b"b", b"c", b"d"}
+    assert window.watermark() == 2  # offsets 0 and 1 ("a", "a") done; 2 ("b") is not
+
+
 def run_in_thread(topic, group, dsn, **options):
     stop = threading.Event()
     thread = threading.Thread(target=consume_parallel.run_parallel, args=(topic, group),
@@ -32,10 +83,11 @@ def run_in_thread(topic, group, dsn, **options):
     return stop, thread
 
 
-@pytest.mark.parametrize("lanes, window", [(8, 500), (3, 4)], ids=["wide", "window-of-4"])
-def test_every_event_once_and_each_account_in_order(lanes, window, group, dsn, conn, kafka):
+# A window of 4 pauses and resumes its partitions all the time (slowly: 120 credits, not 900).
+@pytest.mark.parametrize("lanes, window, count", [(8, 500, 900), (3, 4, 120)], ids=["wide", "window-of-4"])
+def test_every_event_once_and_each_account_in_order(lanes, window, count, group, dsn, conn, kafka):
     topic = harness.create_topic(f"test.k.{harness.unique('t')}", partitions=3)
-    events = harness.make_events(900, "k", accounts=12, seed=3)
+    events = harness.make_events(count, "k", accounts=12, seed=3)
     harness.produce_events(topic, events)
     stop, thread = run_in_thread(topic, group, dsn, lanes=lanes, window=window)
     try:
