@@ -103,7 +103,7 @@ def handover_fields(moves: list[dict]) -> dict:
 def first_eviction(timeline: list[tuple], credits: list[tuple[str, float]]) -> dict | None:
     """The story of the run's first eviction, for M2's chart: seconds from the stall's start to
     each step, and who took it ("zombie", "other" or "db" for the ledger's own clock): the stall,
-    librdkafka's MAXPOLL, the partition handed to another member, the zombie's late credit
+    librdkafka's MAXPOLL, the zombie's partition given to another member, the zombie's late credit
     and its failed commit, every ledger row written for the event, and any skip of it.
     timeline as handovers takes it (with "stalling"/"skipped" carrying event IDs); credits:
     (event ID, unix time) per ledger row. None if nobody was evicted."""
@@ -116,15 +116,19 @@ def first_eviction(timeline: list[tuple], credits: list[tuple[str, float]]) -> d
     if stall is None:
         return None
     start, event_id, owned = stall[0], stall[3], frozenset()
-    for at, worker, what, detail in events:
-        if worker == zombie and at <= evicted[0] and what == "assigned":
+    for at, worker, what, detail in events:  # what the zombie held when it stalled
+        if worker == zombie and at <= start and what == "assigned":
             owned |= detail
-        elif worker == zombie and at <= evicted[0] and what in ("revoked", "lost"):
+        elif worker == zombie and at <= start and what in ("revoked", "lost"):
             owned -= detail
     steps = [(0.0, "zombie", "stall begins"), (evicted[0] - start, "zombie", "MAXPOLL: evicted")]
-    handed = next((e for e in events if e[0] > evicted[0] and e[2] == "assigned" and e[3] & owned), None)
+    # The handover: another member given one of those partitions while the zombie stalled. It
+    # can come before the zombie's own MAXPOLL: members that join meanwhile rebalance the group
+    # without the member that is not polling.
+    handed = next((e for e in events if e[0] > start and e[1] != zombie and e[2] == "assigned" and e[3] & owned),
+                  None)
     if handed is not None:
-        steps.append((handed[0] - start, "zombie" if handed[1] == zombie else "other", "partition assigned"))
+        steps.append((handed[0] - start, "other", "partition assigned"))
     over = next((e for e in events if e[1] == zombie and e[2] == "stall over" and e[0] >= start), None)
     if over is not None:
         steps.append((over[0] - start, "zombie", "stall over, writes"))

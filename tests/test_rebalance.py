@@ -70,3 +70,17 @@ def test_the_first_eviction_told_step_by_step_from_hand_made_logs():
         [12.0, "zombie", "stall over, writes"], [12.02, "db", "credit committed"],
         [12.05, "zombie", "offset commit failed: UNKNOWN_MEMBER_ID"], [12.1, "other", "skipped duplicate"]]}
     assert checker.first_eviction([e for e in timeline if e[2] != "evicted"], []) is None
+
+
+def test_a_handover_before_the_zombies_own_maxpoll_is_told_too():
+    """Members that join while one stalls rebalance without it: its partition can move, and be
+    credited by the new owner, seconds before the stalled member's own MAXPOLL."""
+    logs = {"w1": [_line("00,000", "partitions assigned: 0,1"), _line("01,000", "stalling r1-500 for 12s"),
+                   _maxpoll("11,000"), _line("13,000", "stall over r1-500, writing its effect")],
+            "w2": [_line("05,000", "partitions assigned: 1")]}
+    timeline = [event for name, lines in logs.items() for event in harness.timeline(name, lines)]
+    at = datetime.datetime.strptime("2026-12-01 10:00:05,100", "%Y-%m-%d %H:%M:%S,%f").timestamp()
+    steps = checker.first_eviction(timeline, [("r1-500", at), ("r1-500", at + 8)])["steps"]
+    assert steps[:3] == [[0.0, "zombie", "stall begins"], [4.0, "other", "partition assigned"],
+                         [4.1, "db", "credit committed"]]
+    assert [what for _, _, what in steps].count("credit committed") == 2
