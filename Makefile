@@ -59,7 +59,7 @@ measure: up
 	for v in b c; do $(PY) measure_rebalance.py --variant $$v --runs 1 --out results/rebalance-timeline-$$v.json || exit 1; done
 	for f in pg-restart broker-restart partition-broker partition-db share-lock; do for v in b c; do \
 	  $(PY) measure_faults.py --fault $$f --variant $$v --runs 1 --out results/faults-timeline.json || exit 1; done; done
-	$(PY) measure_throughput.py --sweep-lanes 1,4,16,64 --work-ms 10 --runs 5 --events 10000
+	$(PY) measure_throughput.py --sweep-lanes 1,4,16,64 --work-ms 10 --runs 5 --events 5000
 	$(PY) measure_kill.py --variant k --lanes 16 --runs 5 --kills 20 --events 100000
 	$(PY) measure_rebalance.py --variant k --lanes 16 --runs 5
 	$(PY) report.py

@@ -64,27 +64,33 @@ def kill(plt, kill):
 
 # --- M2: one eviction, b beside c ---------------------------------------------------------
 
-LANES = {"zombie": 2, "other": 1, "db": 0}
+LANES = {"zombie": (2, "the zombie"), "other": (1, "another member"), "db": (0, "ledger (commit time)")}
 
 
 def rebalance_timeline(plt, b, c):
-    fig, axes = plt.subplots(1, 2, figsize=(12, 4), sharey=True)
+    fig, axes = plt.subplots(1, 2, figsize=(13, 4.6), sharey=True)
     for ax, doc, variant in ((axes[0], b, "b: no inbox"), (axes[1], c, "c: inbox")):
         story = next(r["first_eviction"] for r in doc["runs"] if r.get("first_eviction"))
+        credits = sum(step[2] == "credit committed" for step in story["steps"])
+        placed = {}
         for t, who, what in story["steps"]:
-            bad = what == "credit committed" and sum(s[2] == "credit committed" for s in story["steps"]) > 1
-            colour = RED if bad else (BLUE if what == "skipped duplicate" else DARK)
-            ax.plot([t], [LANES[who]], "o", color=colour, markersize=8)
-            ax.annotate(what, (t, LANES[who]), xytext=(4, 8), textcoords="offset points", fontsize=8, rotation=20)
+            colour = RED if what == "credit committed" and credits > 1 else (
+                BLUE if what == "skipped duplicate" else DARK)
+            y = LANES[who][0]
+            ax.plot([t], [y], "o", color=colour, markersize=8)
+            nth = placed.setdefault(who, 0)
+            placed[who] += 1
+            ax.annotate(f"{t:.1f} s: {what}", (t, y), xytext=(5, 7 + 11 * (nth % 3)), textcoords="offset points",
+                        fontsize=7.5)
         cfg = doc["config"]
         ax.axvspan(0, cfg["slow_seconds"], color=GREY, alpha=0.15, label=f"the {cfg['slow_seconds']:g} s stall")
         ax.axvline(cfg["max_poll_interval_ms"] / 1000, color=GREY, linestyle="--", linewidth=1,
                    label="max.poll.interval.ms")
-        credits = sum(s[2] == "credit committed" for s in story["steps"])
-        ax.set_title(f"{variant}: {story['event_id']} credited {credits}×", fontsize=10)
+        ax.set_title(f"{variant}: {story['event_id']} credited {credits}×", fontsize=10,
+                     color=RED if credits > 1 else DARK)
         ax.set_xlabel("seconds since the handler stalled")
-        ax.set_yticks(list(LANES.values()), ["ledger (commit time)", "another member", "the zombie"])
-        ax.set_ylim(-0.6, 2.9)
+        ax.set_yticks([y for y, _ in LANES.values()], [name for _, name in LANES.values()])
+        ax.set_ylim(-0.5, 2.9)
         ax.legend(loc="lower right", fontsize=8, frameon=False)
         tidy(ax)
     fig.suptitle(f"M2: one eviction under the {b['config']['group_protocol']} protocol, from the workers' logs "

@@ -21,6 +21,13 @@ Or, inbox then outbox: the inbox transaction also writes an outbox row, and a
 relay (FOR UPDATE SKIP LOCKED, safe on several workers) makes the call with the
 same key and marks the row sent.
 
+Locks, reviewed as the batched inbox's were (a wait in a cycle is a deadlock): a claim
+and a mark-done each lock one external_effects row, in a statement of its own; the
+outbox path locks the inbox row, then the outbox row of the same event, one of each;
+the relay locks its rows with SKIP LOCKED and so never waits on another relay. No
+transaction here holds one lock while it waits for a second that another could hold
+first, and measure_race.py runs both paths with three consumers (and three relays).
+
 Assumptions: schema.sql's external_effects and outbox tables; a provider that
 takes an Idempotency-Key for the keys policy and the outbox (provider.py).
 """

@@ -11,8 +11,14 @@ has a durable outcome (applied, skipped, or dead-lettered and confirmed). It nev
 past an unfinished message, so a crash replays at most the window that was in flight, and
 the inbox skips whatever of it had committed. Keys need no order between them.
 
-- Backpressure: a partition with `window` messages in flight is paused, and resumed once
-  half of them are done (what the client had already fetched may still arrive).
+- Backpressure: a partition with `window` messages in flight is paused, and resumed once a
+  quarter of them are done (what the client had already fetched may still arrive). Early,
+  because a resumed partition waits for a fresh fetch, and its lanes should not run dry
+  meanwhile.
+- The lanes wake from the database and from their handlers all the time, and each then
+  waits for the GIL: run_parallel shortens the interpreter's switch interval (0.5 ms, not
+  5 ms) for its process. Measured here with a 10 ms handler at 16 lanes: about a tenth to
+  a fifth more messages a second.
 - A revoked partition: its messages not yet started are abandoned, those started finish
   (waited for up to a third of max.poll.interval.ms), the watermark is committed, and only
   then does the partition go.
@@ -31,6 +37,7 @@ Assumptions: consume.py's; the key is what order is kept for (publish.py keys by
 import collections
 import logging
 import queue
+import sys
 import threading
 import time
 
@@ -169,7 +176,7 @@ class Parallel:
 
     def resume_drained(self) -> None:
         for key, window in self.windows.items():
-            if window.paused and window.in_flight <= self.window // 2:
+            if window.paused and window.in_flight <= self.window * 3 // 4:
                 self.consumer.resume([TopicPartition(*key)])
                 window.paused = False
 
@@ -198,10 +205,13 @@ def polled(consumer: Consumer, timeout_s: float) -> Message | None:
 
 def run_parallel(topic: str, group: str, apply=credit_account, *, lanes: int = 16, window: int = 500,
                  handle=None, dsn: str = DSN, stop: threading.Event | None = None, after_db_commit=None,
-                 **overrides) -> None:
+                 switch_interval_s: float | None = 0.0005, **overrides) -> None:
     """Consume `topic` as `group` until `stop` is set (or forever), `lanes` handlers at once.
     `after_db_commit(msg, outcome)` runs in the lane between the database commit and the
-    message counting as done, where a crash hurts most."""
+    message counting as done, where a crash hurts most. `switch_interval_s` is set for the
+    whole process (sys.setswitchinterval); None leaves the interpreter's as it is."""
+    if switch_interval_s is not None:
+        sys.setswitchinterval(switch_interval_s)
     finished: queue.Queue = queue.Queue()
     state: list[Parallel] = []
 

@@ -476,6 +476,7 @@ WORKER_FLAGS = {
     "slow_seconds": ("--slow-seconds", None),
     "batch": ("--batch", {"d", "raw"}),
     "lanes": ("--lanes", {"k"}),
+    "window": ("--window", {"k"}),
     "policy": ("--policy", {"ext"}),
     "lease_s": ("--lease-s", {"ext"}),
 }

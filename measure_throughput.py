@@ -60,7 +60,8 @@ def run_once(variant: str, run: int, config: dict) -> dict:
     lanes = int(swept) if swept and variant == "k" else config.get("lanes", 16)
     events_count = config["events"]
     started = time.monotonic()
-    args = harness.worker_args(variant, {"batch": batch, "lanes": lanes, "work_ms": config.get("work_ms", 0)})
+    args = harness.worker_args(variant, {"batch": batch, "lanes": lanes, "work_ms": config.get("work_ms", 0),
+                                         "window": config.get("window")})
     if variant == "raw":
         args += ("--expect", events_count)
     # Generous: 20 msgs/s would be a tenth of the slowest variant seen here.
