@@ -44,42 +44,6 @@ FAULTS = (*nemesis.FAULTS, "share-lock")
 VARIANTS = ("b", "c", "d")
 
 
-def share_members(space, variant: str, run: int, config: dict, events: list) -> list:
-    """share-lock's set-up: the group's lock, the records, two members whose handlers outlive it."""
-    slow_s = config["lock_ms"] / 1000 + config["overrun_s"]
-    args = harness.worker_args(f"share-{variant}", {"work_ms": config["work_ms"], "slow_every": config["slow_every"],
-                                                     "slow_seconds": slow_s})
-    args += ("--max-poll-records", config.get("max_poll_records", 0))
-    # A share group's lock and start position are group configs on the broker; `earliest`, or
-    # the members would skip the backlog published up front.
-    harness.set_group_configs(space.group, {"share.record.lock.duration.ms": config["lock_ms"],
-                                            "share.auto.offset.reset": "earliest"})
-    # A share group locks what it acquires, and it acquires whole producer batches: with
-    # one record per batch (and per poll) an expiry hands over one record, not a batch of them.
-    single = {"linger.ms": 0, "batch.num.messages": 1, "max.in.flight.requests.per.connection": 1}
-    harness.produce_events(space.topic, events, **(single if config.get("one_record_batches") else {}))
-    return harness.start_workers(f"share-{variant}", space, f"faults-share-lock-{variant}-r{run}", args, count=2)
-
-
-def inject_all(fault: str, space, ns, config: dict, label: str) -> list[dict]:
-    """The fault schedule: --faults of them, --every-s apart, each healed and followed by a credit."""
-    fault_log = []
-    for k in range(1, config["faults"] + 1):
-        time.sleep(config["every_s"])  # the schedule: faults land wherever the consumers are
-        hit = time.time()
-        outage = nemesis.inject(fault, ns, config["outage_s"])
-        healed, rows_before = time.monotonic(), harness.ledger_count(space.admin)
-        window = [hit, time.time()]
-        harness.wait_until(lambda before=rows_before: harness.ledger_count(space.admin) > before or
-                           harness.distinct_applied(space.admin) >= config["events"], 300,
-                           f"a credit after {fault} {k}", interval_s=0.1)
-        # resume_s: from the end of the outage (healed, or the service back) to the next credit
-        fault_log.append({"fault": k, "outage_s": round(outage, 2), "resume_s": round(time.monotonic() - healed, 2),
-                          "window": window})
-        results.progress(f"{label}: fault {k} of {config['faults']}, ledger rows {harness.ledger_count(space.admin)}")
-    return fault_log
-
-
 def run_once(fault: str, variant: str, run: int, config: dict) -> dict:
     share = fault == "share-lock"  # the fault is the handler itself, outliving the broker's record lock
     # share-lock's settings (slow_every among them) are in the config too, but not for the other faults' workers
@@ -91,7 +55,7 @@ def run_once(fault: str, variant: str, run: int, config: dict) -> dict:
         ns, fault_log, workers = None, [], []
         try:
             if share:
-                workers = share_members(space, variant, run, config, events)
+                workers = nemesis.share_lock_members(space, variant, run, config, events)
                 slow_s = config["lock_ms"] / 1000 + config["overrun_s"]
                 # a share group has no lag to read: settle on the ledger alone
                 settle = {"deadline_s": 300.0 + nemesis.stall_count(config["events"], config["slow_every"]) * slow_s}
@@ -104,7 +68,7 @@ def run_once(fault: str, variant: str, run: int, config: dict) -> dict:
                 for worker in workers:
                     if not worker.wait_first_effect(120):
                         raise RuntimeError(f"a worker applied nothing:\n{worker.log_tail()}")
-                fault_log = inject_all(fault, space, ns, config, f"{fault} {variant} run {run}")
+                fault_log = nemesis.fault_schedule(fault, space, ns, config, f"{fault} {variant} run {run}")
                 settle = {"deadline_s": 600.0, "group": space.group, "topic": space.topic}
             settle_s = harness.settle(workers, space.admin, config["events"], **settle)
         finally:

@@ -12,6 +12,11 @@ drawn at random are drawn from a seed, so every variant meets the same schedule.
     broker-restart  the Kafka broker SIGKILLed and started again
     partition-*     one consumer's link to the broker, or to Postgres, cut and
                     healed through netlab.py's bridge; every byte stays on loopback
+    share-lock      a share group's record lock, set on the broker, that a stalled
+                    handler outlives (share_lock_members)
+
+fault_schedule() is M6's loop: a fault every --every-s, each healed, then a credit
+awaited before the next.
 
 Assumptions: the restarts need the embedded stack (stack.py) this checkout
 started; the partitions need root (ip netns).
@@ -24,7 +29,9 @@ import signal
 import time
 import uuid
 
+import harness
 import netlab
+import results
 import stack
 
 FAULTS = ("pg-restart", "broker-restart", "partition-broker", "partition-db")
@@ -146,3 +153,41 @@ def inject(fault: str, ns: netlab.Namespace | None = None, outage_s: float = 0) 
         return broker_restart()
     kafka_port, pg_port = service_ports()
     return cut(ns, kafka_port if fault == "partition-broker" else pg_port, outage_s)
+
+
+# --- M6's schedules ------------------------------------------------------------------
+
+def share_lock_members(space, variant: str, run: int, config: dict, events: list) -> list:
+    """share-lock's set-up: the group's lock, the records, two members whose handlers outlive it."""
+    slow_s = config["lock_ms"] / 1000 + config["overrun_s"]
+    args = harness.worker_args(f"share-{variant}", {"work_ms": config["work_ms"], "slow_every": config["slow_every"],
+                                                     "slow_seconds": slow_s})
+    args += ("--max-poll-records", config.get("max_poll_records", 0))
+    # A share group's lock and start position are group configs on the broker; `earliest`, or
+    # the members would skip the backlog published up front.
+    harness.set_group_configs(space.group, {"share.record.lock.duration.ms": config["lock_ms"],
+                                            "share.auto.offset.reset": "earliest"})
+    # A share group locks what it acquires, and it acquires whole producer batches: with
+    # one record per batch (and per poll) an expiry hands over one record, not a batch of them.
+    single = {"linger.ms": 0, "batch.num.messages": 1, "max.in.flight.requests.per.connection": 1}
+    harness.produce_events(space.topic, events, **(single if config.get("one_record_batches") else {}))
+    return harness.start_workers(f"share-{variant}", space, f"faults-share-lock-{variant}-r{run}", args, count=2)
+
+
+def fault_schedule(fault: str, space, ns, config: dict, label: str) -> list[dict]:
+    """The fault schedule: --faults of them, --every-s apart, each healed and followed by a credit."""
+    fault_log = []
+    for k in range(1, config["faults"] + 1):
+        time.sleep(config["every_s"])  # the schedule: faults land wherever the consumers are
+        hit = time.time()
+        outage = inject(fault, ns, config["outage_s"])
+        healed, rows_before = time.monotonic(), harness.ledger_count(space.admin)
+        window = [hit, time.time()]
+        harness.wait_until(lambda before=rows_before: harness.ledger_count(space.admin) > before or
+                           harness.distinct_applied(space.admin) >= config["events"], 300,
+                           f"a credit after {fault} {k}", interval_s=0.1)
+        # resume_s: from the end of the outage (healed, or the service back) to the next credit
+        fault_log.append({"fault": k, "outage_s": round(outage, 2), "resume_s": round(time.monotonic() - healed, 2),
+                          "window": window})
+        results.progress(f"{label}: fault {k} of {config['faults']}, ledger rows {harness.ledger_count(space.admin)}")
+    return fault_log

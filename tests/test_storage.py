@@ -8,7 +8,7 @@ import pytest
 
 import harness
 import inbox_v7
-import measure_storage
+import layouts
 import retention
 from consume import PoisonMessage
 
@@ -25,16 +25,16 @@ def lab(schema):
 
 
 def test_time_ordered_keys_make_the_smallest_index(lab):
-    sizes = {layout: measure_storage.size_layout(lab, layout, 20000) for layout in measure_storage.SIZED}
+    sizes = {layout: layouts.size_layout(lab, layout, 20000) for layout in layouts.SIZED}
     index = {layout: s["index_bytes_per_row"] for layout, s in sizes.items()}
     assert index["uuid-v7"] < index["uuid-v4"] < index["text"]
     assert sizes["uuid-v4"]["heap_bytes_per_row"] < sizes["text"]["heap_bytes_per_row"]
     assert all(s["cleanup_index_bytes_per_row"] > 0 for s in sizes.values())
 
 
-@pytest.mark.parametrize("layout", [*measure_storage.AGED, *measure_storage.LEAN])
+@pytest.mark.parametrize("layout", [*layouts.AGED, *layouts.LEAN])
 def test_every_expiry_path_keeps_exactly_the_rows_inside_the_window(lab, layout):
-    record = measure_storage.expire_layout(lab, layout, 20000)
+    record = layouts.expire_layout(lab, layout, 20000)
     assert record["kept_exactly_recent"], record
     if layout == "v7-partitioned":
         assert record["dead_tuples_after"] == 0  # dropped, not deleted
@@ -43,8 +43,8 @@ def test_every_expiry_path_keeps_exactly_the_rows_inside_the_window(lab, layout)
 
 
 def test_the_lean_inbox_is_leaner(lab):
-    lean = measure_storage.expire_layout(lab, "v7-pk-range", 20000)
-    standard = measure_storage.expire_layout(lab, "uuid-v7", 20000)
+    lean = layouts.expire_layout(lab, "v7-pk-range", 20000)
+    standard = layouts.expire_layout(lab, "uuid-v7", 20000)
     assert lean["total_bytes_per_row"] < 0.6 * standard["total_bytes_per_row"]
 
 
