@@ -313,9 +313,9 @@ def log_partitions(what: str, then=None):
 
 
 @contextlib.contextmanager
-def consuming(topic: str, group: str, dsn: str, overrides: dict, on_revoke=None, on_lost=None):
+def consuming(topic: str, group: str, dsn: str, overrides: dict, on_revoke=None, on_lost=None, on_assign=None):
     """The consumer, the dead-letter producer and the database connection a run needs.
-    `on_revoke`, `on_lost`: what else to do when partitions go (after the log line).
+    `on_assign`, `on_revoke`, `on_lost`: what else to do when partitions come or go (after the log line).
 
     The consumer is closed on the way out (a clean exit leaves the group at once);
     a SIGKILL skips this, as it skips everything.
@@ -324,7 +324,8 @@ def consuming(topic: str, group: str, dsn: str, overrides: dict, on_revoke=None,
     consumer = Consumer(consumer_config(group, **overrides))
     dead_letters = make_producer()
     # Who owns what, when: the rebalance harness reads these lines to tell a zombie from the new owner.
-    consumer.subscribe([topic], on_assign=log_partitions("assigned"), on_revoke=log_partitions("revoked", on_revoke),
+    consumer.subscribe([topic], on_assign=log_partitions("assigned", on_assign),
+                       on_revoke=log_partitions("revoked", on_revoke),
                        on_lost=log_partitions("lost", on_lost))
     db = None
     try:

@@ -145,3 +145,16 @@ def test_k_with_a_handler_that_outlives_max_poll_loses_and_duplicates_nothing():
     assert record["stalls"] == 1, record["examples"]
     assert record["evictions"] == 0, record["examples"]
     assert (record["duplicates"], record["lost"], record["order_violations"]) == (0, 0, 0), record
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("services")
+def test_k_reads_on_after_a_rebalance_that_came_while_its_partitions_were_paused():
+    """What stopped an M2 run of k: a member pauses its full windows, the group rebalances, and
+    librdkafka hands a partition back still paused. k resumes what it is assigned."""
+    config = {"events": 400, "consumers": 3, "partitions": 4, "slow_every": 150, "slow_seconds": 4,
+              "max_poll_interval_ms": 3000, "session_timeout_ms": 2000, "work_ms": 5, "seed": 5, "lanes": 4,
+              "window": 8, "group_protocol": "classic"}
+    record = measure_rebalance.run_once("k", 1, config)
+    assert (record["duplicates"], record["lost"], record["order_violations"]) == (0, 0, 0), record
+    assert record["balances_exact"] is True
