@@ -19,10 +19,9 @@ the inbox skips whatever of it had committed. Keys need no order between them.
   waits for the GIL: run_parallel shortens the interpreter's switch interval (0.5 ms, not
   5 ms) for its process. Measured here with a 10 ms handler at 16 lanes: about a tenth to
   a fifth more messages a second.
-- librdkafka keeps a partition paused across a rebalance, even one that comes back after
-  going: every partition assigned is resumed once its assignment is in place, and a paused
-  one is resumed before it is let go, or a consumer could end up holding a partition it
-  never reads again.
+- librdkafka has kept a partition's pause across a rebalance (its maintainers say so; an
+  application must resume): every partition assigned is resumed once its assignment is in
+  place, and a paused one before it is let go, so no partition can be held and never read.
 - A revoked partition: its messages not yet started are abandoned, those started finish
   (waited for up to a third of max.poll.interval.ms), the watermark is committed, and only
   then does the partition go.

@@ -147,14 +147,40 @@ def test_k_with_a_handler_that_outlives_max_poll_loses_and_duplicates_nothing():
     assert (record["duplicates"], record["lost"], record["order_violations"]) == (0, 0, 0), record
 
 
-@pytest.mark.slow
-@pytest.mark.usefixtures("services")
-def test_k_reads_on_after_a_rebalance_that_came_while_its_partitions_were_paused():
-    """What stopped an M2 run of k: a member pauses its full windows, the group rebalances, and
-    librdkafka hands a partition back still paused. k resumes what it is assigned."""
-    config = {"events": 400, "consumers": 3, "partitions": 4, "slow_every": 150, "slow_seconds": 4,
-              "max_poll_interval_ms": 3000, "session_timeout_ms": 2000, "work_ms": 5, "seed": 5, "lanes": 4,
-              "window": 8, "group_protocol": "classic"}
-    record = measure_rebalance.run_once("k", 1, config)
-    assert (record["duplicates"], record["lost"], record["order_violations"]) == (0, 0, 0), record
-    assert record["balances_exact"] is True
+def test_k_reads_every_partition_after_a_rebalance_that_came_while_it_was_paused(group, dsn, conn, kafka):
+    """A's handlers block until its windows are full and its partitions paused; B joins the group;
+    then A's handlers go on. Every partition, whoever holds it now, must be read to the end. (An
+    M2 run of k once stopped reading with messages left; this is the scenario suspected, though
+    the code before the resume-on-assign passes it too: the cause of that stop is not proven.)"""
+    topic = harness.create_topic(f"test.k.{harness.unique('t')}", partitions=4)
+    events = harness.make_events(200, "p", accounts=8, seed=9)
+    harness.produce_events(topic, events)
+    release, started = threading.Event(), threading.Event()
+
+    def held_credit(c, event_id, event):
+        started.set()
+        assert release.wait(60)
+        consume_parallel.credit_account(c, event_id, event)
+
+    session = {"session.timeout.ms": 6000, "heartbeat.interval.ms": 500}
+    stop_a, a = run_in_thread(topic, group, dsn, lanes=2, window=3, apply=held_credit, **session)
+    stop_b = b = None
+    try:
+        assert started.wait(60)
+        harness.wait_until(lambda: harness.lag(group, topic) == 200, 30, "A to have committed nothing")
+        # A's windows (3 each) filled, and paused, within milliseconds; B's start and join take seconds.
+        stop_b, b = run_in_thread(topic, group, dsn, lanes=2, **session)
+        harness.wait_until(lambda: b.is_alive(), 10, "B to start")
+        release.set()
+        drained(group, topic)
+    finally:
+        release.set()
+        for stop in (stop_a, stop_b):
+            if stop is not None:
+                stop.set()
+        for thread in (a, b):
+            if thread is not None:
+                thread.join(60)
+        harness.delete_topics(topic, topic + ".dlq")
+    rows = conn.execute("SELECT event_id, account_id, amount FROM ledger ORDER BY id").fetchall()
+    assert (len(rows), len({r[0] for r in rows})) == (200, 200)
