@@ -9,9 +9,9 @@ Assumptions: matplotlib (requirements.txt); report.py calls build() and stale().
 """
 import hashlib
 import inspect
-import json
 from pathlib import Path
 
+import results
 from settings import RESULTS
 
 HASH_KEY = "inputs-sha256"
@@ -19,8 +19,7 @@ RED, BLUE, GREY, DARK = "#c0392b", "#2e86c1", "#95a5a6", "#2c3e50"
 
 
 def load(name: str) -> dict | None:
-    path = RESULTS / name
-    return json.loads(path.read_text()) if path.exists() else None
+    return results.read(name, RESULTS)  # this module's RESULTS, which a test may point elsewhere
 
 
 def pyplot():

@@ -17,11 +17,12 @@ the inbox skips whatever of it had committed. Keys need no order between them.
   meanwhile.
 - The lanes wake from the database and from their handlers all the time, and each then
   waits for the GIL: run_parallel shortens the interpreter's switch interval (0.5 ms, not
-  5 ms) for its process. Measured here with a 10 ms handler at 16 lanes: about a tenth to
-  a fifth more messages a second.
+  5 ms) for its process; tried by hand on this machine, it helped at 16 lanes (no
+  results file holds that comparison).
 - librdkafka has kept a partition's pause across a rebalance (its maintainers say so; an
   application must resume): every partition assigned is resumed once its assignment is in
-  place, and a paused one before it is let go, so no partition can be held and never read.
+  place, and a paused one before it is let go, so that an old pause cannot leave a
+  partition unread.
 - A revoked partition: its messages not yet started are abandoned, those started finish
   (waited for up to a third of max.poll.interval.ms), the watermark is committed, and only
   then does the partition go.

@@ -15,6 +15,7 @@ import sys
 
 import charts
 import cli
+import results
 from settings import RESULTS, ROOT
 
 README = ROOT / "README.md"
@@ -43,8 +44,7 @@ def need(name: str, command: str = "make measure") -> dict:
 
 
 def load(name: str) -> dict | None:
-    path = RESULTS / name
-    return json.loads(path.read_text()) if path.exists() else None
+    return results.read(name, RESULTS)  # this module's RESULTS, which a test may point elsewhere
 
 
 def spread(stat: dict, digits: int = 0) -> str:

@@ -44,6 +44,12 @@ def versions() -> dict:
             "psycopg": psycopg.__version__}
 
 
+def read(name: str, folder: Path = RESULTS) -> dict | None:
+    """A results file's document, or None if there is none yet."""
+    path = Path(folder) / name
+    return json.loads(path.read_text()) if path.exists() else None
+
+
 # --- figures -----------------------------------------------------------------------
 
 def stats(values) -> dict:

@@ -39,21 +39,23 @@ def hammer(dsn: str, name: str, rounds: int, accounts: int, errors: list, start:
                 return
 
 
-@pytest.mark.parametrize("shared, last_one_at_a_time", [(False, False), (True, False), (True, True)],
-                         ids=["own-ids", "copies", "copies-with-c"])
-def test_batches_on_hot_accounts_never_deadlock(dsn, conn, shared, last_one_at_a_time):
+@pytest.mark.parametrize("shared, last_one_at_a_time, width",
+                         [(False, False, 3), (True, False, 3), (True, True, 3), (False, False, 8), (True, True, 8)],
+                         ids=["own-ids", "copies", "copies-with-c", "own-ids-8", "copies-with-c-8"])
+def test_batches_on_hot_accounts_never_deadlock(dsn, conn, shared, last_one_at_a_time, width):
     """Fails on a lock order where the ledger's foreign-key check (FOR KEY SHARE, in the batch's
-    order) comes before the ordered account locks: two batches then each wait for the other."""
+    order) comes before the ordered account locks: two batches then each wait for the other.
+    Three threads and eight, over three hot accounts."""
     errors, threads = [], []
-    start = threading.Barrier(3)
-    for n, name in enumerate(("x", "y", "z")):
-        one_at_a_time = last_one_at_a_time and n == 2
+    start = threading.Barrier(width)
+    for n, name in enumerate(f"thread{i}" for i in range(width)):
+        one_at_a_time = last_one_at_a_time and n == width - 1
         threads.append(threading.Thread(target=hammer, args=(dsn, name, 40, 3, errors, start, shared, one_at_a_time)))
         threads[-1].start()
     for t in threads:
         t.join(120)
     assert errors == []
-    events = 1600 if shared else 4800
+    events = 1600 if shared else 1600 * width
     assert conn.execute("SELECT count(*), count(DISTINCT event_id) FROM ledger").fetchone() == (events, events)
     assert conn.execute("SELECT sum(balance) FROM accounts").fetchone()[0] == events
 

@@ -14,14 +14,14 @@ FORGETTING = ["DELETE FROM processed_messages", "TRUNCATE processed_messages", "
               "CREATE TABLE elsewhere (message_id text)"]
 
 
-def as_role(schema: str, dsn: str) -> psycopg.Connection:
+def connect_as(schema: str, dsn: str) -> psycopg.Connection:
     return psycopg.connect(harness.scoped_dsn(schema, dsn), autocommit=True)
 
 
 @pytest.mark.parametrize("statement", FORGETTING)
 def test_the_consumer_cannot_forget_what_it_has_seen(schema, conn, statement):
     conn.execute("INSERT INTO processed_messages (consumer, message_id) VALUES ('wallet-credits', 'seen')")
-    with as_role(schema, DSN) as consumer, pytest.raises(psycopg.errors.InsufficientPrivilege):
+    with connect_as(schema, DSN) as consumer, pytest.raises(psycopg.errors.InsufficientPrivilege):
         consumer.execute(statement)
     assert conn.execute("SELECT message_id FROM processed_messages").fetchall() == [("seen",)]
 
@@ -30,7 +30,7 @@ def test_the_consumer_does_its_job_under_its_role(schema, conn):
     """handle_once's whole transaction, and the ledger it may write but not read."""
     import consume
 
-    with as_role(schema, DSN) as consumer:
+    with connect_as(schema, DSN) as consumer:
         assert consume.handle_once(consumer, "e1", {"account_id": 1, "amount": 5}) is True
         assert consume.handle_once(consumer, "e1", {"account_id": 1, "amount": 5}) is False
         with pytest.raises(psycopg.errors.InsufficientPrivilege):
@@ -51,14 +51,14 @@ def test_the_consumer_is_no_superuser_and_cannot_become_another_role(dsn):
                                        "SELECT * FROM ledger", "INSERT INTO ledger (event_id, account_id, amount) "
                                        "VALUES ('x', 1, 1)", "DELETE FROM outbox", "TRUNCATE processed_messages"])
 def test_retention_touches_nothing_but_the_inbox(schema, statement):
-    with as_role(schema, RETENTION_DSN) as forgetting, pytest.raises(psycopg.errors.InsufficientPrivilege):
+    with connect_as(schema, RETENTION_DSN) as forgetting, pytest.raises(psycopg.errors.InsufficientPrivilege):
         forgetting.execute(statement)
 
 
 def test_retention_forgets_under_its_role(schema, conn):
     conn.execute("INSERT INTO processed_messages (consumer, message_id, processed_at) "
                  "VALUES ('wallet-credits', 'old', now() - interval '20 days'), ('wallet-credits', 'new', now())")
-    with as_role(schema, RETENTION_DSN) as forgetting:
+    with connect_as(schema, RETENTION_DSN) as forgetting:
         from datetime import timedelta
 
         assert retention.forget(forgetting, timedelta(days=14), 100) == [1, 0]
@@ -66,7 +66,7 @@ def test_retention_forgets_under_its_role(schema, conn):
 
 
 def test_the_provider_sees_only_its_own_tables(schema):
-    with as_role(schema, PROVIDER_DSN) as charging:
+    with connect_as(schema, PROVIDER_DSN) as charging:
         charging.execute("INSERT INTO provider_charges (reference, account_id, amount) VALUES ('e1', 1, 5)")
         for statement in ("SELECT * FROM accounts", "SELECT * FROM processed_messages", "SELECT * FROM ledger"):
             with pytest.raises(psycopg.errors.InsufficientPrivilege):
