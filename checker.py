@@ -37,6 +37,17 @@ def check(published: dict[str, dict], effects: list[tuple], balances: dict[int, 
     }
 
 
+def log_copies(published: list[str], seen: list[str]) -> dict:
+    """What a topic holds against what was published: `copies` counts records beyond the
+    first per published ID, `missing` the published IDs with no record, `unexpected` the
+    records whose ID was never published (none, or the harness is reading the wrong topic)."""
+    per_id = collections.Counter(seen)
+    wanted = set(published)
+    return {"copies": sum(n - 1 for event_id, n in per_id.items() if event_id in wanted),
+            "missing": sum(1 for event_id in wanted if event_id not in per_id),
+            "unexpected": sum(n for event_id, n in per_id.items() if event_id not in wanted)}
+
+
 def balances_of(effects: list[tuple]) -> dict[int, int]:
     """What each account would hold from these effects alone: a provider has no balances table."""
     balances = collections.Counter()

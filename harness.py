@@ -26,13 +26,14 @@ import uuid
 from pathlib import Path
 
 import psycopg
-from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
 from psycopg import sql
 from psycopg.conninfo import make_conninfo
 
 import checker
 import consume
+import consume_eos
 import consume_external
 import provider
 import results
@@ -77,7 +78,8 @@ LAB_TABLES = """
 CREATE TABLE stalls (event_id text PRIMARY KEY);
 CREATE TABLE call_crashes (event_id text PRIMARY KEY);
 CREATE TABLE precall_crashes (event_id text PRIMARY KEY);
-GRANT SELECT, INSERT ON stalls, call_crashes, precall_crashes TO inbox_consumer;
+CREATE TABLE planted_crashes (event_id text PRIMARY KEY);
+GRANT SELECT, INSERT ON stalls, call_crashes, precall_crashes, planted_crashes TO inbox_consumer;
 GRANT SELECT, INSERT, UPDATE ON provider_charges, provider_keys TO inbox_provider;
 """
 
@@ -157,7 +159,7 @@ def run_space(experiment: str, name: str, partitions: int, keep: bool = False, a
     finally:
         if not keep:
             drop_schema(schema)
-            delete_topics(space.topic, space.topic + ".dlq")
+            delete_topics(space.topic, space.topic + ".dlq", space.topic + ".credited")
 
 
 # --- workload ------------------------------------------------------------------
@@ -220,6 +222,33 @@ def topic_size(topic: str, timeout_s: float = 10.0) -> int:
     try:
         partitions = probe.list_topics(topic, timeout=timeout_s).topics[topic].partitions
         return sum(probe.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout_s)[1] for p in partitions)
+    finally:
+        probe.close()
+
+
+def record_ids(topic: str, isolation: str, timeout_s: float = 120.0) -> list[str]:
+    """The event_id header of every record in `topic`, read from the beginning to the end with
+    isolation.level `isolation` (read_committed skips aborted transactions' records; the end
+    is then the last stable offset). Call it once no transaction is open any more."""
+    probe = Consumer({"bootstrap.servers": BROKERS, "group.id": unique("probe"), "enable.auto.commit": False,
+                      "isolation.level": isolation, "auto.offset.reset": "earliest"})
+    try:
+        partitions = probe.list_topics(topic, timeout=30).topics[topic].partitions
+        assigned = [TopicPartition(topic, p, OFFSET_BEGINNING) for p in partitions]
+        ends = {p: probe.get_watermark_offsets(TopicPartition(topic, p), timeout=30)[1] for p in partitions}
+        probe.assign(assigned)
+        ids, end = [], time.monotonic() + timeout_s
+        while time.monotonic() < end:
+            for msg in probe.consume(1000, 0.5):
+                if not msg.error():
+                    ids.append(consume.event_id_of(msg))
+            at = probe.position([TopicPartition(topic, p) for p in partitions])
+            positions = {tp.partition: tp.offset for tp in at}
+            # A partition that holds nothing readable has no position (negative): its end is its start.
+            if all(ends[p] == 0 or positions[p] >= ends[p] for p in partitions):
+                return ids
+        raise TimeoutError(f"{topic} ({isolation}) not read to its end within {timeout_s:g}s: at {positions}, "
+                           f"ends {ends}")
     finally:
         probe.close()
 
@@ -306,6 +335,8 @@ COUNTED = {
     "dead_lettered": re.compile(_starts(consume.DEAD_LETTERED_LOG)),
     "commit_failed": re.compile(_starts(consume.COMMIT_FAILED_LOG) + r"(\S+)"),
     "retried": re.compile(_starts(consume.RETRIED_LOG) + r"(\S+)"),  # a deadlock or serialization failure
+    "aborted": re.compile(_starts(consume_eos.ABORTED_LOG)),  # e, f: a Kafka transaction aborted
+    "planted_crashes": re.compile(_starts(worker_script.CRASHING_LOG)),
     "evictions": re.compile(r"\|MAXPOLL\|"),  # librdkafka's own line; the app's error event repeats it
     "stalls": re.compile(_starts(worker_script.STALLING_LOG)),
     "stalls_over": re.compile(_starts(worker_script.STALL_OVER_LOG)),
@@ -476,6 +507,7 @@ WORKER_FLAGS = {
     "slow_seconds": ("--slow-seconds", None),
     "batch": ("--batch", {"d", "raw"}),
     "lanes": ("--lanes", {"k"}),
+    "every": ("--every", {"e", "f"}),
     "window": ("--window", {"k"}),
     "policy": ("--policy", {"ext"}),
     "lease_s": ("--lease-s", {"ext"}),

@@ -18,6 +18,9 @@ the inbox is used; the side effect is the same single Postgres transaction
     outbox  the inbox transaction writes an outbox row; a relay makes the call
     relay   the outbox relay (no Kafka), calling provider.py with each row's key
     share-b, share-c   b and c as members of a share group (KIP-932) instead of a consumer group
+    e, f    consume_eos.run_eos(): Kafka's exactly-once loop (read_committed, a transactional
+            producer, one output record per credit, --every messages per transaction), crediting
+            Postgres directly (e) or through handle_once (f)
 
 Assumptions: CONSUMER_DSN points at a database (or a schema, via search_path)
 with schema.sql's tables, grants.sql's grants and the lab's tables
@@ -59,7 +62,11 @@ ACK_FAILED_LOG = "acknowledgement failed: %s (%s/%s)"  # share groups: the recor
 # Exit codes of a worker that crashed itself on purpose (a planted crash), not by accident.
 EXIT_CRASHED_AFTER_EFFECT = 3  # the effect landed (a DB commit, a provider call); nothing records it further
 EXIT_CRASHED_BEFORE_CALL = 4  # the lease is taken; the call never went out
-VARIANTS = ("a1", "a2", "b", "c", "d", "k", "raw", "ext", "outbox", "relay", "share-b", "share-c")
+VARIANTS = ("a1", "a2", "b", "c", "d", "k", "raw", "ext", "outbox", "relay", "share-b", "share-c", "e", "f")
+# Where an e or f worker may crash itself on purpose (--crash-point), once per chosen event.
+CRASH_POINTS = {"pg-committed": "after the event's Postgres commit, before commit_transaction",
+                "kafka-committed": "after commit_transaction of the event's batch, before the next poll"}
+CRASHING_LOG = "crashing %s: %s"  # the point's description, the event ID
 
 
 def apply_without_inbox(conn: psycopg.Connection, event_id: str, event: dict, apply=consume.credit_account) -> bool:
@@ -264,6 +271,33 @@ def run_share(args, stop: threading.Event, apply, handle) -> None:
         consumer.close()
 
 
+def run_exactly_once(args, stop: threading.Event, apply, overrides: dict) -> None:
+    """e and f, with their planted crash: os._exit() at --crash-point, once for every
+    --crash-every-th event (by seq), the first time any process reaches that point with it."""
+    import consume_eos
+
+    chosen = FirstTime(args.crash_every if args.crash_point else 0, "planted_crashes")
+
+    def crash_if_chosen(point, msgs):
+        for msg in msgs:
+            event_id = consume.event_id_of(msg)
+            if event_id and chosen(event_id, {"seq": seq_from_id(event_id)}):
+                log.warning(CRASHING_LOG, CRASH_POINTS[point], event_id)
+                os._exit(EXIT_CRASHED_AFTER_EFFECT)
+
+    after_db = after_kafka = None
+    if args.crash_point == "pg-committed":
+        def after_db(msg, outcome):
+            if outcome == "applied":
+                crash_if_chosen("pg-committed", [msg])
+    elif args.crash_point == "kafka-committed":
+        def after_kafka(msgs):
+            crash_if_chosen("kafka-committed", msgs)
+    consume_eos.run_eos(args.topic, args.group, apply, handle=consume.handle_once if args.variant == "f"
+                        else apply_without_inbox, every=args.every, transactional_id=args.transactional_id,
+                        stop=stop, after_db_commit=after_db, after_kafka_commit=after_kafka, **overrides)
+
+
 def client_overrides(args) -> dict:
     overrides = {}
     if args.group_protocol == "consumer":
@@ -320,6 +354,10 @@ def main(args) -> None:
         if outcome == "applied":
             crash({consume.event_id_of(msg)})
 
+    if args.variant in ("e", "f"):
+        run_exactly_once(args, stop, apply, overrides)
+        return
+
     if args.variant == "k":
         consume_parallel.run_parallel(args.topic, args.group, apply, lanes=args.lanes, window=args.window,
                                       stop=stop, after_db_commit=after_db_commit, **overrides)
@@ -357,7 +395,16 @@ def parse_args(argv=None):
                         help="ext, relay: os._exit() between the call and the mark-done, once, for every N-th event")
     parser.add_argument("--crash-before-call-every", type=int, default=0, metavar="N",
                         help="ext: os._exit() between the claim and the call, once, for every N-th event")
+    parser.add_argument("--every", type=int, default=100, help="e, f: input messages per Kafka transaction")
+    parser.add_argument("--transactional-id", help="e, f: this instance's (default GROUP-eos-0)")
+    parser.add_argument("--crash-point", choices=tuple(CRASH_POINTS), help="e, f: where --crash-every crashes")
+    parser.add_argument("--crash-every", type=int, default=0, metavar="N",
+                        help="e, f: os._exit() at --crash-point, once, for every N-th event")
     args = parser.parse_args(argv)
+    if args.every < 1:
+        parser.error("--every must be at least 1")
+    if bool(args.crash_point) != bool(args.crash_every) or (args.crash_point and args.variant not in ("e", "f")):
+        parser.error("--crash-point and --crash-every go together, and with --variant e or f")
     if args.work_ms < 0 or args.slow_every < 0 or args.slow_seconds < 0:
         parser.error("--work-ms, --slow-every and --slow-seconds cannot be negative")
     if args.crash_after and args.variant not in ("b", "c", "d", "k"):
