@@ -3,7 +3,8 @@
 -- does both). roles.sql makes the roles.
 DO $$
 BEGIN
-    EXECUTE format('GRANT USAGE ON SCHEMA %I TO inbox_consumer, inbox_retention, inbox_provider', current_schema());
+    EXECUTE format('GRANT USAGE ON SCHEMA %I TO inbox_consumer, inbox_retention, inbox_provider, inbox_publisher',
+                   current_schema());
 END
 $$;
 
@@ -20,3 +21,7 @@ GRANT SELECT, INSERT, UPDATE ON outbox TO inbox_consumer;
 -- Retention forgets IDs past the window (its DELETE reads processed_at to choose
 -- them) and does nothing else: no accounts, no ledger.
 GRANT SELECT, DELETE ON processed_messages TO inbox_retention;
+
+-- The publisher writes events beside its own changes and relays them (relay.py): it
+-- claims unpublished rows and marks them published. It never reads the consumer's tables.
+GRANT SELECT, INSERT, UPDATE ON events_outbox TO inbox_publisher;

@@ -39,7 +39,7 @@ import provider
 import results
 import worker as worker_script
 from publish import ensure_topic, make_producer, publish_acknowledged
-from settings import ADMIN_DSN, BROKERS, DSN, PROVIDER_DSN, RESULTS, ROOT
+from settings import ADMIN_DSN, BROKERS, DSN, PROVIDER_DSN, PUBLISHER_DSN, RESULTS, ROOT
 
 ACCOUNTS = 100
 
@@ -80,6 +80,7 @@ CREATE TABLE call_crashes (event_id text PRIMARY KEY);
 CREATE TABLE precall_crashes (event_id text PRIMARY KEY);
 CREATE TABLE planted_crashes (event_id text PRIMARY KEY);
 GRANT SELECT, INSERT ON stalls, call_crashes, precall_crashes, planted_crashes TO inbox_consumer;
+GRANT SELECT, INSERT ON planted_crashes TO inbox_publisher;
 GRANT SELECT, INSERT, UPDATE ON provider_charges, provider_keys TO inbox_provider;
 """
 
@@ -130,7 +131,7 @@ def delete_topics(*names: str, timeout_s: float = 30.0) -> None:
 class RunSpace:
     """What one run owns: its schema, its topic and its group, and the DSNs that put the
     schema first: `dsn` the consumer's (for workers), `admin` the owner's (to read what
-    they did: a consumer may not read its ledger), `provider` provider.py's."""
+    they did: a consumer may not read its ledger), `provider` provider.py's, `publisher` the relay's."""
     schema: str
     dsn: str
     topic: str
@@ -143,6 +144,10 @@ class RunSpace:
     @property
     def provider(self) -> str:
         return scoped_dsn(self.schema, PROVIDER_DSN)
+
+    @property
+    def publisher(self) -> str:
+        return scoped_dsn(self.schema, PUBLISHER_DSN)
 
 
 @contextlib.contextmanager

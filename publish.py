@@ -12,6 +12,8 @@ auto-create topics); `KAFKA_BROKERS` points at the broker (settings.py).
 import itertools
 import json
 import sys
+import time
+from pathlib import Path
 
 from confluent_kafka import KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
@@ -98,6 +100,46 @@ def publish_acknowledged(producer: Producer, topic: str, events, timeout_s: floa
         print(f"publish: {len(failures)} sends failed, first: {failures[0]}", file=sys.stderr)
     if remaining:
         print(f"publish: {remaining} sends still unacknowledged after {timeout_s:g}s", file=sys.stderr)
+    return acked
+
+
+def publish_journaled(producer: Producer, topic: str, events, journal: Path, rate: float = 0,
+                      on_first_ack=None) -> int:
+    """The application's own retry, across restarts: publish each (event_id, event) not yet
+    in `journal` (one acknowledged ID per line), appending each ID as its acknowledgement
+    arrives, at most `rate` sends a second (0: as fast as it goes). Whatever was sent but
+    not yet journaled when the process died is sent again by the next one: same ID, new
+    offset, and a new producer session that idempotence cannot match to the old one.
+    Returns how many were acknowledged in this session."""
+    done = set(journal.read_text().split()) if journal.exists() else set()
+    acked = 0
+    with open(journal, "a") as log:
+        def delivered(err, event_id):
+            nonlocal acked
+            if err is None:
+                log.write(event_id + "\n")
+                log.flush()  # into the kernel: it survives a SIGKILL of this process
+                acked += 1
+                if acked == 1 and on_first_ack:
+                    on_first_ack()
+
+        started, sent = time.monotonic(), 0
+        for event_id, event in events:
+            if event_id in done:
+                continue
+            if rate:
+                time.sleep(max(0.0, started + sent / rate - time.monotonic()))
+            while True:
+                try:
+                    publish(producer, topic, event_id, event,
+                            on_delivery=lambda err, _msg, event_id=event_id: delivered(err, event_id))
+                    break
+                except BufferError:
+                    producer.poll(0.1)
+            sent += 1
+            producer.poll(0)
+        while producer.flush(1.0):  # librdkafka's message.timeout.ms bounds this
+            pass
     return acked
 
 

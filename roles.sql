@@ -10,19 +10,22 @@
 --                    it cannot forget an ID it has seen (grants.sql)
 --   inbox_retention  retention.py: forgets IDs past the window, touches nothing else
 --   inbox_provider   provider.py: its own two tables
+--   inbox_publisher  relay.py: the producer's outbox (events_outbox), nothing else
 -- The passwords are the role names: this is a lab on loopback; set your own.
 DO $$
 DECLARE
     name text;
 BEGIN
-    FOREACH name IN ARRAY ARRAY['inbox_owner', 'inbox_consumer', 'inbox_retention', 'inbox_provider'] LOOP
+    FOREACH name IN ARRAY ARRAY['inbox_owner', 'inbox_consumer', 'inbox_retention', 'inbox_provider',
+                                  'inbox_publisher'] LOOP
         IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = name) THEN
             EXECUTE format('CREATE ROLE %I LOGIN PASSWORD %L', name, name);
         END IF;
     END LOOP;
     -- The owner makes the schemas; the others only connect.
     EXECUTE format('GRANT CONNECT, CREATE ON DATABASE %I TO inbox_owner', current_database());
-    EXECUTE format('GRANT CONNECT ON DATABASE %I TO inbox_consumer, inbox_retention, inbox_provider',
+    EXECUTE format('GRANT CONNECT ON DATABASE %I TO inbox_consumer, inbox_retention, inbox_provider, '
+                   'inbox_publisher',
                    current_database());
 END
 $$;

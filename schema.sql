@@ -50,3 +50,17 @@ CREATE TABLE IF NOT EXISTS outbox (
     sent_at         timestamptz
 );
 CREATE INDEX IF NOT EXISTS outbox_unsent ON outbox (id) WHERE sent_at IS NULL;
+
+-- The producer's side (relay.py): an event written in the same transaction as the
+-- change it announces, then published to Kafka by a relay, which marks it
+-- published only once the broker has acknowledged it. A relay that dies between
+-- the two publishes it again, under the same event_id.
+CREATE TABLE IF NOT EXISTS events_outbox (
+    id           bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    event_id     text        NOT NULL UNIQUE,
+    topic        text        NOT NULL,
+    key          text        NOT NULL,
+    payload      jsonb       NOT NULL,
+    published_at timestamptz
+);
+CREATE INDEX IF NOT EXISTS events_outbox_unpublished ON events_outbox (id) WHERE published_at IS NULL;

@@ -10,6 +10,7 @@ CONSUMER_DSN at another server moves them all; set one to override it alone:
     ADMIN_DSN       inbox_owner: schema set-up and DDL; the harnesses and tests read as it
     RETENTION_DSN   inbox_retention: retention.py
     PROVIDER_DSN    inbox_provider: provider.py
+    PUBLISHER_DSN   inbox_publisher: relay.py
     SUPERUSER_DSN   the superuser initdb makes (patterns); stack.py alone uses it
 """
 import os
@@ -31,7 +32,9 @@ def as_role(role: str, variable: str) -> str:
 ADMIN_DSN = as_role("inbox_owner", "ADMIN_DSN")
 RETENTION_DSN = as_role("inbox_retention", "RETENTION_DSN")
 PROVIDER_DSN = as_role("inbox_provider", "PROVIDER_DSN")
-ROLES = ("inbox_owner", "inbox_consumer", "inbox_retention", "inbox_provider")  # roles.sql makes them
+PUBLISHER_DSN = as_role("inbox_publisher", "PUBLISHER_DSN")
+# roles.sql makes them
+ROLES = ("inbox_owner", "inbox_consumer", "inbox_retention", "inbox_provider", "inbox_publisher")
 SUPERUSER = "patterns"  # initdb's, and docker-compose's POSTGRES_USER; its password is its name too
 SUPERUSER_DSN = os.environ.get("SUPERUSER_DSN") or make_conninfo(DSN, user=SUPERUSER, password=SUPERUSER)
 

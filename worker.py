@@ -21,6 +21,9 @@ the inbox is used; the side effect is the same single Postgres transaction
     e, f    consume_eos.run_eos(): Kafka's exactly-once loop (read_committed, a transactional
             producer, one output record per credit, --every messages per transaction), crediting
             Postgres directly (e) or through handle_once (f)
+    kafka-relay  relay.py: events_outbox to --topic (CONSUMER_DSN is then the publisher's)
+    publisher    publish.publish_journaled(): --events-file to --topic at --rate, resending on
+                 restart whatever --journal holds no acknowledgement for
 
 Assumptions: CONSUMER_DSN points at a database (or a schema, via search_path)
 with schema.sql's tables, grants.sql's grants and the lab's tables
@@ -39,6 +42,7 @@ import signal
 import sys
 import threading
 import time
+from pathlib import Path
 
 import psycopg
 from confluent_kafka import Consumer
@@ -62,11 +66,14 @@ ACK_FAILED_LOG = "acknowledgement failed: %s (%s/%s)"  # share groups: the recor
 # Exit codes of a worker that crashed itself on purpose (a planted crash), not by accident.
 EXIT_CRASHED_AFTER_EFFECT = 3  # the effect landed (a DB commit, a provider call); nothing records it further
 EXIT_CRASHED_BEFORE_CALL = 4  # the lease is taken; the call never went out
-VARIANTS = ("a1", "a2", "b", "c", "d", "k", "raw", "ext", "outbox", "relay", "share-b", "share-c", "e", "f")
+VARIANTS = ("a1", "a2", "b", "c", "d", "k", "raw", "ext", "outbox", "relay", "share-b", "share-c", "e", "f",
+            "kafka-relay", "publisher")
 # Where an e or f worker may crash itself on purpose (--crash-point), once per chosen event.
 CRASH_POINTS = {"pg-committed": "after the event's Postgres commit, before commit_transaction",
-                "kafka-committed": "after commit_transaction of the event's batch, before the next poll"}
+                "kafka-committed": "after commit_transaction of the event's batch, before the next poll",
+                "acked": "after the broker acknowledged the event, before the relay marked it published"}
 CRASHING_LOG = "crashing %s: %s"  # the point's description, the event ID
+PUBLISHED_LOG = "publisher done: %d acknowledged in this session"
 
 
 def apply_without_inbox(conn: psycopg.Connection, event_id: str, event: dict, apply=consume.credit_account) -> bool:
@@ -298,6 +305,42 @@ def run_exactly_once(args, stop: threading.Event, apply, overrides: dict) -> Non
                         stop=stop, after_db_commit=after_db, after_kafka_commit=after_kafka, **overrides)
 
 
+def run_publishing(args, stop: threading.Event) -> None:
+    """kafka-relay and publisher: the producer's side, which a harness kills like a consumer."""
+    import relay
+    from publish import publish_journaled
+
+    producer_overrides = {"enable.idempotence": args.idempotence == "on"}
+    if args.request_timeout_ms:
+        # How long a send may go unanswered before librdkafka gives up on the connection and
+        # sends it again: a cut link longer than this makes retries.
+        producer_overrides["request.timeout.ms"] = args.request_timeout_ms
+    first = threading.Event()
+
+    def note_first(event_id):
+        if not first.is_set():
+            first.set()
+            log.info(FIRST_EFFECT_LOG, event_id)
+
+    if args.variant == "kafka-relay":
+        chosen = FirstTime(args.crash_every, "planted_crashes")
+
+        def after_ack(event_ids):
+            note_first(event_ids[0])
+            for event_id in event_ids:
+                if chosen(event_id, {"seq": seq_from_id(event_id)}):
+                    log.warning(CRASHING_LOG, CRASH_POINTS["acked"], event_id)
+                    os._exit(EXIT_CRASHED_AFTER_EFFECT)
+
+        relay.run(DSN, stop, batch=args.batch, after_ack=after_ack, **producer_overrides)
+        return
+    with open(args.events_file) as lines:
+        events = [tuple(json.loads(line)) for line in lines]
+    acked = publish_journaled(make_producer(**producer_overrides), args.topic, events, Path(args.journal),
+                              rate=args.rate, on_first_ack=lambda: note_first(events[0][0]))
+    log.info(PUBLISHED_LOG, acked)
+
+
 def client_overrides(args) -> dict:
     overrides = {}
     if args.group_protocol == "consumer":
@@ -325,6 +368,9 @@ def main(args) -> None:
     overrides = client_overrides(args)
     log.info("started variant %s on %s as %s", args.variant, args.topic, args.group)
 
+    if args.variant in ("kafka-relay", "publisher"):
+        run_publishing(args, stop)
+        return
     if args.variant in ("a1", "a2"):
         run_auto_commit(args.topic, args.group, apply, stop, 100 if args.variant == "a2" else None, overrides)
         return
@@ -397,14 +443,27 @@ def parse_args(argv=None):
                         help="ext: os._exit() between the claim and the call, once, for every N-th event")
     parser.add_argument("--every", type=int, default=100, help="e, f: input messages per Kafka transaction")
     parser.add_argument("--transactional-id", help="e, f: this instance's (default GROUP-eos-0)")
-    parser.add_argument("--crash-point", choices=tuple(CRASH_POINTS), help="e, f: where --crash-every crashes")
+    parser.add_argument("--crash-point", choices=tuple(CRASH_POINTS),
+                        help="e, f: where --crash-every crashes (kafka-relay: always acked)")
     parser.add_argument("--crash-every", type=int, default=0, metavar="N",
                         help="e, f: os._exit() at --crash-point, once, for every N-th event")
+    parser.add_argument("--events-file", help="publisher: JSON lines of [event_id, event]")
+    parser.add_argument("--journal", help="publisher: the acknowledged IDs, one per line, kept across restarts")
+    parser.add_argument("--rate", type=float, default=0, help="publisher: sends per second at most (0: no limit)")
+    parser.add_argument("--idempotence", choices=("on", "off"), default="on",
+                        help="publisher, kafka-relay: the producer's enable.idempotence")
+    parser.add_argument("--request-timeout-ms", type=int, default=0, help="publisher, kafka-relay: librdkafka's")
     args = parser.parse_args(argv)
     if args.every < 1:
         parser.error("--every must be at least 1")
-    if bool(args.crash_point) != bool(args.crash_every) or (args.crash_point and args.variant not in ("e", "f")):
-        parser.error("--crash-point and --crash-every go together, and with --variant e or f")
+    if args.variant == "kafka-relay" and args.crash_every:
+        args.crash_point = args.crash_point or "acked"
+    if bool(args.crash_point) != bool(args.crash_every) or (args.crash_point and args.variant not in ("e", "f")
+                                                            and args.crash_point != "acked"):
+        parser.error("--crash-point and --crash-every go together: pg-committed or kafka-committed with "
+                     "--variant e or f, acked with kafka-relay")
+    if args.variant == "publisher" and not (args.events_file and args.journal):
+        parser.error("--variant publisher needs --events-file and --journal")
     if args.work_ms < 0 or args.slow_every < 0 or args.slow_seconds < 0:
         parser.error("--work-ms, --slow-every and --slow-seconds cannot be negative")
     if args.crash_after and args.variant not in ("b", "c", "d", "k"):
