@@ -109,8 +109,8 @@ class Pass:
         if not self.pending:
             return True
         try:
-            positions = [tp for tp in self.consumer.position(self.consumer.assignment()) if tp.offset >= 0]
-            self.producer.send_offsets_to_transaction(positions, self.consumer.consumer_group_metadata(), TIMEOUT_S)
+            self.producer.send_offsets_to_transaction(next_offsets(self.pending),
+                                                      self.consumer.consumer_group_metadata(), TIMEOUT_S)
             for _ in range(10):
                 try:
                     self.producer.commit_transaction(TIMEOUT_S)
@@ -141,6 +141,17 @@ class Pass:
             rewind(self.consumer)
         log.warning(ABORTED_LOG, why)
         self.producer.begin_transaction()
+
+
+def next_offsets(messages: list[Message]) -> list[TopicPartition]:
+    """The offset after the last of `messages` in each partition. Not the consumer's position:
+    that counts what was fetched and handed over, and a pass cut short (an exception, a
+    revoke on the way out) has not handled all of that."""
+    after = {}
+    for msg in messages:
+        key = (msg.topic(), msg.partition())
+        after[key] = max(after.get(key, 0), msg.offset() + 1)
+    return [TopicPartition(topic, partition, offset) for (topic, partition), offset in after.items()]
 
 
 def rewind(consumer: Consumer) -> None:

@@ -107,9 +107,10 @@ def with_retries(space, events_file, journal, config, idempotence, log_path) -> 
         for k in range(1, config["faults"] + 1):
             time.sleep(config["every_s"])
             if k == (config["faults"] + 1) // 2:
-                fault_log.append({"fault": k, "what": "broker-restart", "outage_s": round(nemesis.broker_restart(), 2)})
+                what, outage = "broker-restart", nemesis.broker_restart()
             else:
-                fault_log.append({"fault": k, "what": "cut", "outage_s": nemesis.cut(ns, kafka_port, config["outage_s"])})
+                what, outage = "cut", nemesis.cut(ns, kafka_port, config["outage_s"])
+            fault_log.append({"fault": k, "what": what, "outage_s": round(outage, 2)})
         harness.wait_until(lambda: publisher.proc.poll() is not None, 600, "the publisher to finish")
         publisher.stop()
         if publisher.proc.returncode != 0:

@@ -68,3 +68,11 @@ def test_order_violations_compare_each_account_with_the_producers_order():
     assert order_violations(published, [("e2", 1, 1), ("e1", 2, 1), ("e5", 2, 1), ("e3", 2, 1)]) == 1
     # a duplicate of an older event, written later, is check()'s to count, not this
     assert order_violations(published, [("e1", 2, 1), ("e3", 2, 1), ("e1", 2, 1)]) == 0
+
+
+def test_log_copies_counts_records_beyond_the_first_missing_and_strangers():
+    from checker import log_copies
+
+    assert log_copies(["e1", "e2", "e3"], ["e1", "e1", "e1", "e3", "zz"]) == {"copies": 2, "missing": 1,
+                                                                            "unexpected": 1}
+    assert log_copies(["e1"], []) == {"copies": 0, "missing": 1, "unexpected": 0}

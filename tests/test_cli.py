@@ -30,6 +30,15 @@ BAD = [
     ("measure_faults.py", ["--fault", "flood", "--variant", "c"], "invalid choice"),
     ("measure_external.py", ["--policy", "all", "--crash-every", "0"], "--crash-every must be at least 1"),
     ("consume_batched.py", ["--batch", "0"], "--batch must be at least 1"),
+    ("worker.py", ["--variant", "c", "--topic", "t", "--group", "g", "--crash-point", "pg-committed",
+                   "--crash-every", "5"], "--crash-point and --crash-every go together"),
+    ("worker.py", ["--variant", "publisher", "--topic", "t", "--group", "g"], "needs --events-file"),
+    ("measure_eos.py", ["--variant", "f", "--planted", "0"], "--planted must be at least 1"),
+    ("measure_eos.py", ["--variant", "c"], "invalid choice"),
+    ("measure_publish.py", ["--source", "relay", "--variant", "c", "--rate", "0"], "must be positive"),
+    ("measure_publish.py", ["--source", "carrier-pigeon", "--variant", "c"], "invalid choice"),
+    ("consume_eos.py", ["--every", "0"], "--every must be at least 1"),
+    ("relay.py", ["--batch", "0"], "--batch must be at least 1"),
 ]
 
 
