@@ -12,7 +12,7 @@ Sources (`--source`), each a workload with its fault:
               the rows published (`--planted` times a run). It republishes on restart.
     retries   one producer session sends at `--rate` from a network namespace
               while its link to the broker is cut for `--outage-s` (longer than its
-              request timeout) and, once, the broker is SIGKILLed and restarted;
+              socket.timeout.ms, after which librdkafka resends) and, once, the broker is SIGKILLed and restarted;
               librdkafka resends. With enable.idempotence off, then on.
     restart   a publisher journals each acknowledgement; it is SIGKILLed on the
               schedule, and each restart sends whatever has no journal line: the
@@ -99,7 +99,7 @@ def with_retries(space, events_file, journal, config, idempotence, log_path) -> 
     try:
         publisher = harness.Worker("publisher", space.topic, space.group, space.dsn, log_path, (
             "--events-file", events_file, "--journal", journal, "--rate", config["rate"], "--idempotence",
-            idempotence, "--request-timeout-ms", config["request_timeout_ms"]), prefix=ns.prefix)
+            idempotence, "--socket-timeout-ms", config["socket_timeout_ms"]), prefix=ns.prefix)
         if not started(publisher, lambda: False):
             raise RuntimeError(f"the publisher acknowledged nothing:\n{publisher.log_tail()}")
         kafka_port, _ = nemesis.service_ports()
@@ -207,9 +207,10 @@ def parse_args(argv=None):
     parser.add_argument("--faults", type=int, default=3, help="retries: cuts, with a broker restart in the middle")
     parser.add_argument("--every-s", type=float, default=2.0, help="retries: seconds between faults")
     parser.add_argument("--outage-s", type=float, default=4.0, help="retries: how long a cut lasts")
-    parser.add_argument("--request-timeout-ms", type=int, default=2000, help="retries: the producer's")
+    parser.add_argument("--socket-timeout-ms", type=int, default=2000,
+                        help="retries: the producer's wait for an answer before it resends")
     args = parser.parse_args(argv)
-    cli.at_least(parser, args, 1, "runs", "events", "partitions", "kills", "planted", "faults", "request_timeout_ms")
+    cli.at_least(parser, args, 1, "runs", "events", "partitions", "kills", "planted", "faults", "socket_timeout_ms")
     if args.rate <= 0 or args.every_s <= 0 or args.outage_s <= 0:
         parser.error("--rate, --every-s and --outage-s must be positive")
     return args

@@ -311,10 +311,11 @@ def run_publishing(args, stop: threading.Event) -> None:
     from publish import publish_journaled
 
     producer_overrides = {"enable.idempotence": args.idempotence == "on"}
-    if args.request_timeout_ms:
-        # How long a send may go unanswered before librdkafka gives up on the connection and
-        # sends it again: a cut link longer than this makes retries.
-        producer_overrides["request.timeout.ms"] = args.request_timeout_ms
+    if args.socket_timeout_ms:
+        # How long a request may go unanswered before librdkafka gives up on it and sends it
+        # again, on a new connection: a cut link longer than this makes retries. (Not
+        # request.timeout.ms: that one is the broker's wait for acks, sent in the request.)
+        producer_overrides["socket.timeout.ms"] = args.socket_timeout_ms
     first = threading.Event()
 
     def note_first(event_id):
@@ -452,7 +453,7 @@ def parse_args(argv=None):
     parser.add_argument("--rate", type=float, default=0, help="publisher: sends per second at most (0: no limit)")
     parser.add_argument("--idempotence", choices=("on", "off"), default="on",
                         help="publisher, kafka-relay: the producer's enable.idempotence")
-    parser.add_argument("--request-timeout-ms", type=int, default=0, help="publisher, kafka-relay: librdkafka's")
+    parser.add_argument("--socket-timeout-ms", type=int, default=0, help="publisher, kafka-relay: librdkafka's")
     args = parser.parse_args(argv)
     if args.every < 1:
         parser.error("--every must be at least 1")
