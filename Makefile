@@ -62,6 +62,8 @@ measure: up
 	$(PY) measure_throughput.py --sweep-lanes 1,4,16,64 --work-ms 10 --runs 5 --events 5000
 	$(PY) measure_kill.py --variant k --lanes 16 --runs 5 --kills 20 --events 100000
 	$(PY) measure_rebalance.py --variant k --lanes 16 --runs 5
+	$(PY) measure_eos.py --variant all --runs 5 --kills 20 --events 10000
+	$(PY) measure_publish.py --source all --variant all --runs 5
 	$(PY) report.py
 
 report: setup

@@ -28,7 +28,15 @@ VARIANT_NAMES = {
     "raw": "raw: the client alone, no DB, no commits",
     "external": "external: an HTTP charge, keys honoured",  # the race's; M5 names its policies
     "k": "k: per-key lanes, the contiguous watermark",
+    "e": "e: Kafka's exactly-once loop, credit without the inbox",
+    "f": "f: Kafka's exactly-once loop, credit through the inbox",
 }
+POINT_NAMES = {"kill": "SIGKILL on M1's schedule", "pg-committed": "planted: after Postgres, before Kafka's commit",
+               "kafka-committed": "planted: after Kafka's commit, before the next poll"}
+SOURCE_NAMES = {("relay", "on"): "relay: killed, and crashed between the ack and the mark",
+                ("retries", "off"): "one producer, link cut and broker restarted; idempotence off",
+                ("retries", "on"): "the same, idempotence on",
+                ("restart", "on"): "a journaling publisher, killed and restarted"}
 
 
 class Missing(Exception):
@@ -341,7 +349,60 @@ FINDINGS = [
     ("M6 faults", "faults.json", lambda r, c: (r["fault"], r["variant"])),
     ("M6 faults", "faults-share-batched.json", lambda r, c: ("share-lock, producer batching", r["variant"])),
     ("Race", "race.json", lambda r, c: (f"{c['consumers']} consumers, {c['copies']} copies", r["variant"])),
+    ("M7 exactly-once", "eos.json", lambda r, c: (POINT_NAMES[r["point"]], r["variant"])),
+    ("M7 publishers", "publish.json", lambda r, c: (SOURCE_NAMES[(r["source"], r["idempotence"])], r["variant"])),
 ]
+
+
+def eos_section() -> str:
+    eos = need("eos.json", "python measure_eos.py --variant all --runs 5 --kills 20 --events 10000")
+    rows = []
+    for s_key, s in eos["summary"].items():
+        variant, point = s_key.split(" ")
+        mine = [r for r in eos["runs"] if r["variant"] == variant and r["point"] == point]
+        total = {field: sum(r[field] for r in mine) for field in (
+            "faults", "duplicates", "lost", "topic_copies", "topic_missing", "aborted_copies")}
+        rows.append([VARIANT_NAMES[variant], POINT_NAMES[point], s["runs"], f"{total['faults']:,}",
+                     f"{total['duplicates']:,}", f"{total['lost']:,}", f"{s['balances_exact_runs']} of {s['runs']}",
+                     f"{total['topic_copies']:,}", f"{total['topic_missing']:,}", f"{total['aborted_copies']:,}"])
+    c = eos["config"]
+    return (markdown_table(["Variant", "Fault", "Runs", "Faults", "Ledger duplicates", "Ledger lost",
+                            "Exact balances", "Output copies", "Output missing", "Aborted output copies"], rows,
+                           text_columns=2)
+            + f"\n\nTotals over all runs. Each run: {c['events']:,} credits on {c['partitions']} partitions, a "
+            f"{c['work_ms']:g} ms handler, {c['every']} input messages per Kafka transaction, one worker at a time "
+            f"with one transactional.id. The kill rows: {c['kills']} SIGKILLs a run, each {c['life'][0]:g}–"
+            f"{c['life'][1]:g} s after the worker's first credit (M1's schedule); the planted rows: "
+            f"{c['planted']} crashes a run (os._exit at the named point, once for every "
+            f"{c['events'] // c['planted']:,}th event), the worker restarted after each. Output copies and "
+            f"missing: the output topic read with read_committed, as a downstream consumer reads it; aborted "
+            f"output copies: the records only read_uncommitted sees, written by passes whose transaction aborted. "
+            f"From `results/eos.json`: {provenance(eos)}.\n")
+
+
+def publish_section() -> str:
+    publish = need("publish.json", "python measure_publish.py --source all --variant all --runs 5")
+    rows = []
+    for s_key, s in publish["summary"].items():
+        source, idempotence, variant = s_key.split(" ")
+        mine = [r for r in publish["runs"] if (r["source"], r["idempotence"], r["variant"]) ==
+                (source, idempotence, variant)]
+        rows.append([SOURCE_NAMES[(source, idempotence)], VARIANT_NAMES[variant], s["runs"],
+                     sum(r["faults"] for r in mine), f"{sum(r['log_copies'] for r in mine):,}",
+                     f"{sum(r['duplicates'] for r in mine):,}", f"{sum(r['lost'] for r in mine):,}",
+                     f"{s['balances_exact_runs']} of {s['runs']}"])
+    c = publish["config"]
+    return (markdown_table(["Source of copies", "Consumer", "Runs", "Faults", "Copies in the log", "Duplicates",
+                            "Lost", "Exact balances"], rows, text_columns=2)
+            + f"\n\nTotals over all runs. Each run: {c['events']:,} credits published at {c['rate']:g} a second "
+            f"into a topic of {c['partitions']} partitions, acks=all; then one worker of the consumer variant "
+            f"drains it, with no faults of its own (d in batches of {c['batch']}). relay: {c['kills']} SIGKILLs a "
+            f"run, each {c['life'][0]:g}–{c['life'][1]:g} s after the relay's first acknowledgement, and "
+            f"{c['planted']} planted crashes between a batch's acknowledgements and its mark (100 rows a batch). "
+            f"retries: {c['faults']} faults {c['every_s']:g} s apart, cuts of {c['outage_s']:g} s with a broker "
+            f"restart in the middle, socket.timeout.ms {c['socket_timeout_ms']}. restart: {c['kills']} SIGKILLs "
+            f"on the same schedule. Copies in the log: records beyond the first per event ID. "
+            f"From `results/publish.json`: {provenance(publish)}.\n")
 
 
 def parallel_section() -> str:
@@ -418,7 +479,8 @@ SECTIONS = {"kill": kill_section, "throughput": throughput_section, "ratios": ra
             "batch": batch_section, "rebalance": rebalance_section, "storage": storage_section,
             "layouts": layouts_section, "sizing": sizing_section, "external": external_section,
             "faults": faults_section, "race": race_section, "findings": findings_section,
-            "results-index": results_index_section, "parallel": parallel_section}
+            "results-index": results_index_section, "parallel": parallel_section, "eos": eos_section,
+            "publish": publish_section}
 DOCUMENTS = [README, ROOT / "docs" / "results.md"]  # every file with report markers
 
 
