@@ -33,7 +33,7 @@ import uuid
 from pathlib import Path
 
 import cli
-from settings import BROKERS, ROOT, SUPERUSER_DSN
+from settings import BROKERS, CLUSTER_BROKERS, CLUSTER_DSN, ROOT, SUPERUSER_DSN
 
 KAFKA_VERSION = "4.3.1"
 POSTGRES_VERSION = "18.6"
@@ -61,13 +61,14 @@ def kafka_address(brokers: str = BROKERS) -> tuple[str, int]:
 
 
 def postgres_params(dsn: str = SUPERUSER_DSN) -> dict:
-    """The server's address and the superuser initdb makes (SUPERUSER_DSN), whom stack.py alone uses."""
+    """The server's address and the superuser initdb makes (SUPERUSER_DSN), whom stack.py alone uses.
+    A DSN that lists several servers (the replicated lab's) gives its first."""
     from psycopg.conninfo import conninfo_to_dict
 
     params = conninfo_to_dict(dsn)
     return {
-        "host": params.get("host", "localhost"),
-        "port": int(params.get("port", 5432)),
+        "host": str(params.get("host", "localhost")).split(",")[0],
+        "port": int(str(params.get("port", 5432)).split(",")[0]),
         "user": params.get("user", "postgres"),
         "password": params.get("password", ""),
         "dbname": params.get("dbname", "postgres"),
@@ -197,14 +198,25 @@ def format_storage(java: str, config: Path, log_config: Path, cluster_id: str) -
         raise StackError(f"kafka storage format failed:\n{formatted.stdout}{formatted.stderr}")
 
 
-def kafka_properties(port: int, host: str, data: Path | None = None) -> str:
+def kafka_properties(port: int, host: str, data: Path | None = None, node: int = 1, voters: str | None = None,
+                     replicas: int = 1) -> str:
+    """A node's server.properties: the single-node stack's by default; with `voters` and
+    `replicas` 3, one node of the replicated lab (every topic on 3 replicas, 2 in sync)."""
     data = data or KAFKA_HOME / "data"
     controller = port + 1
+    min_isr = 1 if replicas == 1 else 2
+    replicated = "" if replicas == 1 else f"""\
+# The replicated lab: a send acknowledged by acks=all is on {min_isr} replicas at least, and an
+# out-of-sync replica never becomes leader.
+default.replication.factor={replicas}
+min.insync.replicas={min_isr}
+unclean.leader.election.enable=false
+"""
     return f"""\
 # Written by stack.py on every start; edit stack.py, not this file.
 process.roles=broker,controller
-node.id=1
-controller.quorum.voters=1@127.0.0.1:{controller}
+node.id={node}
+controller.quorum.voters={voters or f"1@127.0.0.1:{controller}"}
 listeners=PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller}
 advertised.listeners=PLAINTEXT://{host}:{port}
 controller.listener.names=CONTROLLER
@@ -214,13 +226,13 @@ log.dirs={data}
 num.partitions=1
 # Scripts create their own topics, with the partition counts they need.
 auto.create.topics.enable=false
-# One node: every internal topic has a single replica.
-offsets.topic.replication.factor=1
-transaction.state.log.replication.factor=1
-transaction.state.log.min.isr=1
-share.coordinator.state.topic.replication.factor=1
-share.coordinator.state.topic.min.isr=1
-# A fresh group starts at once instead of waiting 3 s for more members.
+# Internal topics: one replica on one node; three, two in sync, in the replicated lab.
+offsets.topic.replication.factor={replicas}
+transaction.state.log.replication.factor={replicas}
+transaction.state.log.min.isr={min_isr}
+share.coordinator.state.topic.replication.factor={replicas}
+share.coordinator.state.topic.min.isr={min_isr}
+{replicated}# A fresh group starts at once instead of waiting 3 s for more members.
 group.initial.rebalance.delay.ms=0
 # Let tests and harnesses use short session timeouts (classic and KIP-848 groups).
 group.min.session.timeout.ms=1000
@@ -233,6 +245,34 @@ group.share.min.heartbeat.interval.ms=500
 """
 
 
+def launch_kafka(home: Path, properties: str, cluster_id: str, heap: tuple[str, str]) -> subprocess.Popen:
+    """Start one Kafka node from `home` (its config, data, log and pid file), formatting its
+    storage with `cluster_id` on the first start."""
+    java = require_java()
+    fetch_kafka()
+    (home / "data").mkdir(parents=True, exist_ok=True)
+    config = home / "server.properties"
+    config.write_text(properties)
+    log_config = home / "log4j2.properties"
+    log_config.write_text(
+        "rootLogger.level=INFO\nrootLogger.appenderRef.out.ref=out\n"
+        "appender.out.type=Console\nappender.out.name=out\n"
+        "appender.out.layout.type=PatternLayout\nappender.out.layout.pattern=[%d] %p %m (%c)%n\n"
+        # The controller and the log cleaner are chatty at INFO and tell a reader nothing here.
+        "logger.controller.name=org.apache.kafka.controller\nlogger.controller.level=WARN\n"
+    )
+    if not (home / "data" / "meta.properties").exists():
+        format_storage(java, config, log_config, cluster_id)
+    with open(home / "kafka.log", "ab") as log:
+        proc = subprocess.Popen(
+            [java, f"-Xms{heap[0]}", f"-Xmx{heap[1]}", "-XX:+UseG1GC", f"-Dlog4j2.configurationFile={log_config}",
+             "-cp", f"{KAFKA_LIBS}/*", "kafka.Kafka", str(config)],
+            stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
+        )
+    (home / "kafka.pid").write_text(f"{proc.pid}\n")
+    return proc
+
+
 def kafka_pid() -> int | None:
     pid = read_pid(KAFKA_PID)
     if pid and pid_alive(pid) and "kafka.Kafka" in cmdline_of(pid):
@@ -240,14 +280,15 @@ def kafka_pid() -> int | None:
     return None
 
 
-def kafka_answers(timeout_s: float = 3.0) -> bool:
+def kafka_answers(timeout_s: float = 3.0, brokers: str = BROKERS, expect: int = 1) -> bool:
+    """True once `brokers` answer and the metadata lists at least `expect` brokers."""
     from confluent_kafka.admin import AdminClient
 
-    host, port = kafka_address()
+    host, port = kafka_address(brokers)
     if not port_open(port, host):  # spares librdkafka's connection-refused noise while the broker boots
         return False
-    admin = AdminClient({"bootstrap.servers": BROKERS, "socket.connection.setup.timeout.ms": 3000})
-    return admin.list_topics(timeout=timeout_s).brokers != {}
+    admin = AdminClient({"bootstrap.servers": brokers, "socket.connection.setup.timeout.ms": 3000})
+    return len(admin.list_topics(timeout=timeout_s).brokers) >= expect
 
 
 def kafka_version() -> str | None:
@@ -266,29 +307,7 @@ def kafka_up(deadline_s: float = 120.0) -> None:
         if port_open(p):
             raise StackError(f"port {p} is taken by a process stack.py did not start: stop it, or if it is "
                              "the docker-compose stack, use that and skip `stack.py up`")
-    java = require_java()
-    fetch_kafka()
-    (KAFKA_HOME / "data").mkdir(parents=True, exist_ok=True)
-    config = KAFKA_HOME / "server.properties"
-    config.write_text(kafka_properties(port, host))
-    log_config = KAFKA_HOME / "log4j2.properties"
-    log_config.write_text(
-        "rootLogger.level=INFO\nrootLogger.appenderRef.out.ref=out\n"
-        "appender.out.type=Console\nappender.out.name=out\n"
-        "appender.out.layout.type=PatternLayout\nappender.out.layout.pattern=[%d] %p %m (%c)%n\n"
-        # The controller and the log cleaner are chatty at INFO and tell a reader nothing here.
-        "logger.controller.name=org.apache.kafka.controller\nlogger.controller.level=WARN\n"
-    )
-    classpath = f"{KAFKA_LIBS}/*"
-    if not (KAFKA_HOME / "data" / "meta.properties").exists():
-        format_storage(java, config, log_config, new_cluster_id())
-    with open(KAFKA_LOG, "ab") as log:
-        proc = subprocess.Popen(
-            [java, "-Xms256m", "-Xmx1g", "-XX:+UseG1GC", f"-Dlog4j2.configurationFile={log_config}",
-             "-cp", classpath, "kafka.Kafka", str(config)],
-            stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
-        )
-    KAFKA_PID.write_text(f"{proc.pid}\n")
+    proc = launch_kafka(KAFKA_HOME, kafka_properties(port, host), new_cluster_id(), heap=("256m", "1g"))
 
     def ready():
         if proc.poll() is not None:
@@ -399,6 +418,33 @@ def check_data_version(data: Path) -> None:
                          f"lab's scratch, so delete {data.parent} and run `make up` again")
 
 
+def initdb(install: Path, home: Path, data: Path, p: dict) -> None:
+    pwfile = home / "pwfile"
+    pwfile.write_text(p["password"] + "\n")
+    user = server_user()
+    if user is not None:
+        os.chown(pwfile, user.pw_uid, user.pw_gid)
+    made = as_server_user([install / "bin" / "initdb", "-D", data, "-U", p["user"], f"--pwfile={pwfile}",
+                           "--auth-host=scram-sha-256", "--auth-local=trust", "-E", "UTF8", "--locale=C"])
+    pwfile.unlink()
+    if made.returncode != 0:
+        raise StackError(f"initdb failed:\n{made.stdout}{made.stderr}")
+
+
+def write_server_conf(data: Path, port: int, extra: str = "", shared_buffers: str = "256MB") -> None:
+    """postgresql.auto.conf, written before every start, so a changed port or limit takes effect."""
+    (data / "postgresql.auto.conf").write_text(
+        f"port = {port}\n"
+        "listen_addresses = '127.0.0.1'\n"
+        "unix_socket_directories = ''\n"  # TCP only: socket paths have a length limit
+        f"max_connections = {MAX_CONNECTIONS}\n"
+        f"shared_buffers = '{shared_buffers}'\n" + extra
+    )
+    user = server_user()
+    if user is not None:
+        os.chown(data / "postgresql.auto.conf", user.pw_uid, user.pw_gid)
+
+
 def postgres_up(deadline_s: float = 60.0) -> None:
     p = postgres_params()
     install, home = postgres_paths()
@@ -409,28 +455,8 @@ def postgres_up(deadline_s: float = 60.0) -> None:
                              "is the docker-compose stack, use that and skip `stack.py up`")
         check_data_version(data)
         if not (data / "PG_VERSION").exists():
-            pwfile = home / "pwfile"
-            pwfile.write_text(p["password"] + "\n")
-            user = server_user()
-            if user is not None:
-                os.chown(pwfile, user.pw_uid, user.pw_gid)
-            made = as_server_user([install / "bin" / "initdb", "-D", data, "-U", p["user"], f"--pwfile={pwfile}",
-                                   "--auth-host=scram-sha-256", "--auth-local=trust", "-E", "UTF8",
-                                   "--locale=C"])
-            pwfile.unlink()
-            if made.returncode != 0:
-                raise StackError(f"initdb failed:\n{made.stdout}{made.stderr}")
-        # Written before every start, so a changed port or limit takes effect.
-        (data / "postgresql.auto.conf").write_text(
-            f"port = {p['port']}\n"
-            "listen_addresses = '127.0.0.1'\n"
-            "unix_socket_directories = ''\n"  # TCP only: socket paths have a length limit
-            f"max_connections = {MAX_CONNECTIONS}\n"
-            "shared_buffers = '256MB'\n"
-        )
-        user = server_user()
-        if user is not None:
-            os.chown(data / "postgresql.auto.conf", user.pw_uid, user.pw_gid)
+            initdb(install, home, data, p)
+        write_server_conf(data, p["port"])
         started = pg_ctl("-l", log, "-w", "-t", str(int(deadline_s)), "start")
         if started.returncode != 0:
             raise StackError(f"PostgreSQL did not start: {started.stderr.strip()}\n"
@@ -454,6 +480,287 @@ def postgres_down() -> None:
     if stopped.returncode != 0:
         raise StackError(f"pg_ctl stop failed: {stopped.stderr.strip()}")
     print(f"postgres: stopped (pid {pid})")
+
+
+# --- the replicated lab: three Kafka nodes, a Postgres primary and its standby -----
+
+CLUSTER_HOME = CACHE / "cluster"
+PG_NODES = ("a", "b")  # the two Postgres servers; which one is the primary is recorded, and moves on failover
+REPLICATION_MODES = ("async", "sync")
+
+
+def cluster_nodes() -> list[tuple[int, str, int]]:
+    """(node id, host, client port) of each Kafka node in CLUSTER_BROKERS; its controller
+    listens on the port after its client port."""
+    return [(n, *kafka_address(address)) for n, address in enumerate(CLUSTER_BROKERS.split(","), 1)]
+
+
+def node_home(node: int) -> Path:
+    return CLUSTER_HOME / f"kafka-{node}"
+
+
+def node_pid(node: int) -> int | None:
+    pid = read_pid(node_home(node) / "kafka.pid")
+    return pid if pid and pid_alive(pid) and "kafka.Kafka" in cmdline_of(pid) else None
+
+
+def start_node(node: int) -> subprocess.Popen:
+    """Start one Kafka node of the lab (a fault's restart uses this too)."""
+    nodes = cluster_nodes()
+    _, host, port = nodes[node - 1]
+    voters = ",".join(f"{n}@127.0.0.1:{p + 1}" for n, _, p in nodes)
+    id_file = CLUSTER_HOME / "cluster.id"
+    if not id_file.exists():
+        id_file.write_text(new_cluster_id() + "\n")
+    return launch_kafka(node_home(node), kafka_properties(port, host, node_home(node) / "data", node=node,
+                                                          voters=voters, replicas=len(nodes)),
+                        id_file.read_text().strip(), heap=("512m", "512m"))
+
+
+def cluster_kafka_up(deadline_s: float = 180.0) -> None:
+    nodes = cluster_nodes()
+    for node, _, port in nodes:
+        if node_pid(node) is None:
+            for p in (port, port + 1):
+                if port_open(p):
+                    raise StackError(f"port {p} is taken by a process stack.py did not start: stop it, or set "
+                                     "CLUSTER_KAFKA_BROKERS to free ports")
+            start_node(node)
+    # Each node answers, and sees the other two: the cluster has formed.
+    for node, host, port in nodes:
+        wait_for(lambda h=host, p=port: kafka_answers(brokers=f"{h}:{p}", expect=len(nodes)), deadline_s,
+                 f"Kafka node {node} on {host}:{port} answering with {len(nodes)} brokers",
+                 node_home(node) / "kafka.log")
+    print(f"kafka: {len(nodes)} nodes up on " + ", ".join(f"{h}:{p} (node {n}, pid {node_pid(n)})"
+                                                        for n, h, p in nodes))
+
+
+def pg_cluster_ports() -> dict[str, int]:
+    """Each Postgres server's port, in CLUSTER_DSN's order: a, then b."""
+    from psycopg.conninfo import conninfo_to_dict
+
+    ports = [int(p) for p in str(conninfo_to_dict(CLUSTER_DSN).get("port", "")).split(",") if p]
+    if len(ports) != len(PG_NODES):
+        raise StackError(f"CLUSTER_CONSUMER_DSN must list {len(PG_NODES)} servers (host1:port1,host2:port2)")
+    return dict(zip(PG_NODES, ports, strict=True))
+
+
+def pg_node_data(name: str) -> Path:
+    _, home = postgres_paths()
+    return home.parent / "cluster-postgres" / name / "data"
+
+
+def pg_node_ctl(name: str, *args) -> subprocess.CompletedProcess:
+    install, _ = postgres_paths()
+    return as_server_user([install / "bin" / "pg_ctl", "-D", pg_node_data(name), *args])
+
+
+def pg_node_pid(name: str) -> int | None:
+    pid = read_pid(pg_node_data(name) / "postmaster.pid")
+    return pid if pid and pid_alive(pid) else None
+
+
+def pg_node_connect(name: str, dbname: str = "postgres", timeout_s: int = 3):
+    import psycopg
+
+    p = postgres_params()
+    return psycopg.connect(host="127.0.0.1", port=pg_cluster_ports()[name], user=p["user"], password=p["password"],
+                           dbname=dbname, connect_timeout=timeout_s, autocommit=True)
+
+
+def pg_primary() -> str:
+    """Which server is the primary now: recorded at set-up, and moved by a failover."""
+    recorded = CLUSTER_HOME / "pg-primary"
+    return recorded.read_text().strip() if recorded.exists() else PG_NODES[0]
+
+
+def record_pg_primary(name: str) -> None:
+    CLUSTER_HOME.mkdir(parents=True, exist_ok=True)
+    (CLUSTER_HOME / "pg-primary").write_text(name + "\n")
+
+
+def pg_replication_mode() -> str:
+    recorded = CLUSTER_HOME / "pg-replication"
+    return recorded.read_text().strip() if recorded.exists() else "async"
+
+
+def standby_names(mode: str) -> str:
+    """synchronous_standby_names for a primary in `mode`; always '' on a standby (a promoted
+    clone would otherwise wait for a standby it does not have, and every commit would hang)."""
+    return "*" if mode == "sync" else ""
+
+
+def pg_node_conf(name: str, primary: str, mode: str) -> str:
+    ports = pg_cluster_ports()
+    conf = ("wal_level = replica\n"
+            "wal_keep_size = '512MB'\n"  # a standby that falls behind for a while can still catch up
+            "hot_standby = on\n")
+    if name == primary:
+        return conf + f"synchronous_standby_names = '{standby_names(mode)}'\n"
+    p = postgres_params()
+    return conf + ("synchronous_standby_names = ''\n"
+                   f"primary_conninfo = 'host=127.0.0.1 port={ports[primary]} user={p['user']} "
+                   f"password={p['password']} application_name=standby_{name}'\n")
+
+
+def start_pg_node(name: str, primary: str, mode: str, deadline_s: float = 60.0) -> None:
+    data = pg_node_data(name)
+    write_server_conf(data, pg_cluster_ports()[name], pg_node_conf(name, primary, mode), shared_buffers="128MB")
+    started = pg_node_ctl(name, "-l", data.parent / "postgres.log", "-w", "-t", str(int(deadline_s)), "start")
+    if started.returncode != 0:
+        raise StackError(f"PostgreSQL {name} did not start: {started.stderr.strip()}\n"
+                         f"--- last lines of {data.parent / 'postgres.log'} ---\n{tail(data.parent / 'postgres.log')}")
+
+
+def clone_standby(name: str, primary: str, mode: str) -> None:
+    """Make `name` a fresh streaming standby of `primary`: its old data (a dead primary's,
+    perhaps, on another timeline) is thrown away and copied again with pg_basebackup."""
+    install, _ = postgres_paths()
+    data = pg_node_data(name)
+    shutil.rmtree(data, ignore_errors=True)
+    data.parent.mkdir(parents=True, exist_ok=True)
+    user = server_user()
+    if user is not None:
+        os.chown(data.parent, user.pw_uid, user.pw_gid)
+    p = postgres_params()
+    copied = subprocess.run(
+        [str(install / "bin" / "pg_basebackup"), "-h", "127.0.0.1", "-p", str(pg_cluster_ports()[primary]), "-U",
+         p["user"], "-D", str(data), "-X", "stream", "-c", "fast"], capture_output=True, text=True, cwd="/",
+        env={"PATH": "/usr/bin:/bin", "PGPASSWORD": p["password"]},
+        **({"user": user.pw_uid, "group": user.pw_gid, "extra_groups": []} if user else {}))
+    if copied.returncode != 0:
+        raise StackError(f"pg_basebackup of {name} from {primary} failed: {copied.stderr.strip()}")
+    (data / "standby.signal").touch()
+    if user is not None:
+        os.chown(data / "standby.signal", user.pw_uid, user.pw_gid)
+    start_pg_node(name, primary, mode)
+
+
+def streaming(primary: str) -> list[tuple]:
+    """pg_stat_replication on the primary: (standby, state, sync_state, replay lag in bytes)."""
+    with pg_node_connect(primary) as conn:
+        return conn.execute("SELECT application_name, state, sync_state, "
+                            "pg_wal_lsn_diff(pg_current_wal_lsn(), replay_lsn)::bigint FROM pg_stat_replication"
+                            ).fetchall()
+
+
+def set_replication(mode: str) -> None:
+    """Switch the running primary between async and sync streaming, and record it."""
+    with pg_node_connect(pg_primary()) as conn:
+        conn.execute(f"ALTER SYSTEM SET synchronous_standby_names = '{standby_names(mode)}'")
+        conn.execute("SELECT pg_reload_conf()")
+    (CLUSTER_HOME / "pg-replication").write_text(mode + "\n")
+
+
+def cluster_postgres_up(mode: str | None, deadline_s: float = 60.0) -> None:
+    install, home = postgres_paths()
+    mode = mode or pg_replication_mode()
+    primary = pg_primary()
+    standby = next(n for n in PG_NODES if n != primary)
+    CLUSTER_HOME.mkdir(parents=True, exist_ok=True)
+    if pg_node_pid(primary) is None:
+        data = pg_node_data(primary)
+        if not (data / "PG_VERSION").exists():
+            data.parent.mkdir(parents=True, exist_ok=True)
+            user = server_user()
+            if user is not None:
+                os.chown(data.parent, user.pw_uid, user.pw_gid)
+            initdb(install, data.parent, data, postgres_params())
+        start_pg_node(primary, primary, mode)
+    wait_for(lambda: pg_node_connect(primary), deadline_s, f"PostgreSQL {primary} (primary) answering")
+    with pg_node_connect(primary) as conn:
+        dbname = postgres_params()["dbname"]
+        if not conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (dbname,)).fetchone():
+            conn.execute(f'CREATE DATABASE "{dbname}"')
+    with pg_node_connect(primary, postgres_params()["dbname"]) as conn:
+        conn.execute((ROOT / "roles.sql").read_text())
+    (CLUSTER_HOME / "pg-replication").write_text(mode + "\n")
+    set_replication(mode)
+    if pg_node_pid(standby) is None:
+        clone_standby(standby, primary, mode)
+    wait_for(lambda: any(row[1] == "streaming" for row in streaming(primary)), deadline_s,
+             f"PostgreSQL {standby} streaming from {primary}")
+    ports = pg_cluster_ports()
+    print(f"postgres: primary {primary} on port {ports[primary]}, standby {standby} on port {ports[standby]} "
+          f"({mode} replication)")
+
+
+def cluster_up(mode: str | None) -> None:
+    CLUSTER_HOME.mkdir(parents=True, exist_ok=True)
+    fetch_kafka()
+    cluster_postgres_up(mode)
+    cluster_kafka_up()
+
+
+def stop_pid(pid: int, what: str, deadline_s: float = 30.0) -> None:
+    os.kill(pid, signal.SIGTERM)
+    end = time.monotonic() + deadline_s
+    while pid_alive(pid) and time.monotonic() < end:
+        time.sleep(0.2)
+    if pid_alive(pid):
+        os.kill(pid, signal.SIGKILL)
+    print(f"{what}: stopped (pid {pid})")
+
+
+def cluster_down() -> None:
+    for node, _, _ in cluster_nodes():
+        if (pid := node_pid(node)) is not None:
+            os.kill(pid, signal.SIGCONT)  # a paused node (a fault) cannot stop
+            stop_pid(pid, f"kafka node {node}")
+    for name in PG_NODES:
+        if (pid := pg_node_pid(name)) is not None:
+            os.kill(pid, signal.SIGCONT)
+            pg_node_ctl(name, "-m", "fast", "-w", "-t", "60", "stop")
+            print(f"postgres {name}: stopped (pid {pid})")
+
+
+def cluster_status() -> int:
+    """Each node's role and the partition leaders; each Postgres server's role, and the
+    standby's replication state and lag. 0 only if all of it is up."""
+    from confluent_kafka.admin import AdminClient
+
+    healthy = True
+    for node, host, port in cluster_nodes():
+        pid = node_pid(node)
+        print(f"kafka node {node}  {'up  ' if pid else 'down'}  broker+controller on {host}:{port}"
+              + (f" (pid {pid})" if pid else ""))
+        healthy &= pid is not None
+    try:
+        topics = AdminClient({"bootstrap.servers": CLUSTER_BROKERS}).list_topics(timeout=5).topics
+        led = {}
+        for name, topic in topics.items():
+            for partition in topic.partitions.values():
+                key = "internal" if name.startswith("__") else "topics"
+                led.setdefault((partition.leader, key), 0)
+                led[(partition.leader, key)] += 1
+        for (leader, key), count in sorted(led.items()):
+            print(f"  partitions led by node {leader}: {count} ({key})")
+    except Exception as e:
+        healthy = False
+        print(f"  no metadata: {e}")
+    primary = pg_primary()
+    for name in PG_NODES:
+        pid = pg_node_pid(name)
+        role = "primary" if name == primary else "standby"
+        print(f"postgres {name}  {'up  ' if pid else 'down'}  {role} on port {pg_cluster_ports()[name]}"
+              + (f" (pid {pid})" if pid else ""))
+        healthy &= pid is not None
+    try:
+        rows = streaming(primary)
+        for standby, state, sync_state, lag in rows:
+            print(f"  {standby}: {state}, {sync_state}, {lag} bytes behind")
+        healthy &= bool(rows)
+        if not rows:
+            print("  no standby is streaming")
+    except Exception as e:
+        healthy = False
+        print(f"  replication unknown: {str(e).strip().splitlines()[0]}")
+    return 0 if healthy else 1
+
+
+def cluster_env() -> str:
+    """The two variables that point every script at the replicated lab, for a shell's eval."""
+    return f"export KAFKA_BROKERS='{CLUSTER_BROKERS}'\nexport CONSUMER_DSN='{CLUSTER_DSN}'"
 
 
 # --- verbs ---------------------------------------------------------------------
@@ -497,13 +804,27 @@ def status() -> int:
 
 def main() -> int:
     parser = cli.Parser(description="Start, stop and inspect the embedded Kafka and PostgreSQL.")
-    parser.add_argument("verb", choices=["up", "down", "status", "fetch"])
+    parser.add_argument("verb", choices=["up", "down", "status", "fetch", "env"])
+    parser.add_argument("--replicated", action="store_true",
+                        help="the replicated lab: three Kafka nodes, a Postgres primary and a standby")
+    parser.add_argument("--pg-replication", choices=REPLICATION_MODES,
+                        help="with --replicated: the standby's streaming, async or sync (default: as it was, "
+                             "or async)")
     args = parser.parse_args()
+    if args.pg_replication and not args.replicated:
+        parser.error("--pg-replication goes with --replicated")
     try:
-        if args.verb == "up":
+        if args.verb == "env":
+            print(cluster_env() if args.replicated else f"export KAFKA_BROKERS='{BROKERS}'")
+        elif args.verb == "up" and args.replicated:
+            cluster_up(args.pg_replication)
+        elif args.verb == "status" and args.replicated:
+            return cluster_status()
+        elif args.verb == "up":
             up()
         elif args.verb == "down":
             down()
+            cluster_down()
         elif args.verb == "fetch":
             require_java()
             fetch_kafka()
