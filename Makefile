@@ -5,7 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 KAFKA_JAR := .cache/kafka/libs/kafka_2.13-4.3.1.jar
 
-.PHONY: setup up down status demo tour test lint measure report
+.PHONY: setup up down status demo tour test lint measure report up-replicated test-replicated measure-cluster
 
 setup: $(VENV)/.installed $(KAFKA_JAR)
 
@@ -71,6 +71,19 @@ report: setup
 
 test: up
 	$(PY) -m pytest
+
+# The replicated lab (three Kafka nodes, a Postgres primary and its standby), beside the single-node stack.
+up-replicated: setup
+	$(PY) stack.py up --replicated
+
+# Its own suite, apart from `make test` (which stays under 10 minutes): up, a leader kill, a failover, down.
+test-replicated: setup
+	$(PY) -m pytest tests_replicated
+
+# M8, every fault and variant; Postgres failovers under both replication modes.
+measure-cluster: up-replicated
+	eval "$$($(PY) stack.py env --replicated)" && \
+	  $(PY) measure_cluster.py --fault all --variant all --pg-replication both --runs 5
 
 lint: setup
 	$(VENV)/bin/ruff check .

@@ -15,6 +15,14 @@ drawn at random are drawn from a seed, so every variant meets the same schedule.
     share-lock      a share group's record lock, set on the broker, that a stalled
                     handler outlives (share_lock_members)
 
+On the replicated lab (stack.py up --replicated; inject_cluster):
+    leader-kill     SIGKILL the node leading most of a topic's partitions, restart it
+    leader-pause    SIGSTOP that node, then SIGCONT
+    controller-kill SIGKILL the active KRaft controller, restart it
+    pg-failover     SIGSTOP then SIGKILL every process of the Postgres primary at once,
+                    promote the standby (its synchronous_standby_names cleared)
+    pg-failover-stalled  the same, the primary's WAL sender paused first
+
 fault_schedule() is M6's loop: a fault every --every-s, each healed, then a credit
 awaited before the next.
 
@@ -22,12 +30,14 @@ Assumptions: the restarts need the embedded stack (stack.py) this checkout
 started; the partitions need root (ip netns).
 """
 import argparse
+import collections
 import contextlib
 import os
 import random
 import signal
 import time
 import uuid
+from pathlib import Path
 
 import harness
 import netlab
@@ -153,6 +163,134 @@ def inject(fault: str, ns: netlab.Namespace | None = None, outage_s: float = 0) 
         return broker_restart()
     kafka_port, pg_port = service_ports()
     return cut(ns, kafka_port if fault == "partition-broker" else pg_port, outage_s)
+
+
+# --- the replicated lab (stack.py up --replicated) ------------------------------------
+
+CLUSTER_FAULTS = ("leader-kill", "leader-pause", "controller-kill", "pg-failover", "pg-failover-stalled")
+
+
+def leaders(topic: str) -> dict[int, int]:
+    """partition -> the node leading it now."""
+    from confluent_kafka.admin import AdminClient
+
+    metadata = AdminClient({"bootstrap.servers": stack.CLUSTER_BROKERS}).list_topics(topic, timeout=10)
+    return {p.id: p.leader for p in metadata.topics[topic].partitions.values()}
+
+
+def leader_of(topic: str) -> int:
+    """The node that leads most of `topic`'s partitions: the one whose loss moves the most."""
+    counts = collections.Counter(leaders(topic).values())
+    return counts.most_common(1)[0][0]
+
+
+def node_kill(node: int) -> None:
+    pid = stack.node_pid(node)
+    if pid is None:
+        raise stack.StackError(f"Kafka node {node} is not running")
+    os.kill(pid, signal.SIGKILL)
+    end = time.monotonic() + 30
+    while stack.pid_alive(pid) and time.monotonic() < end:
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(pid, os.WNOHANG)
+        time.sleep(0.1)
+
+
+def node_start(node: int, deadline_s: float = 120.0) -> None:
+    """Start a killed node again and wait until it answers and sees the whole cluster."""
+    stack.start_node(node)
+    _, host, port = stack.cluster_nodes()[node - 1]
+    stack.wait_for(lambda: stack.kafka_answers(brokers=f"{host}:{port}", expect=len(stack.cluster_nodes())),
+                   deadline_s, f"Kafka node {node} back", stack.node_home(node) / "kafka.log")
+
+
+def leader_kill(topic: str, down_s: float = 10.0) -> dict:
+    """SIGKILL the leader of most of `topic`'s partitions; start it again after `down_s`."""
+    node = leader_of(topic)
+    node_kill(node)
+    time.sleep(down_s)
+    node_start(node)
+    return {"node": node}
+
+
+def leader_pause(topic: str, pause_s: float = 15.0) -> dict:
+    """SIGSTOP the leader for `pause_s`, then SIGCONT: a node that is alive but says nothing."""
+    node = leader_of(topic)
+    pid = stack.node_pid(node)
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        time.sleep(pause_s)
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    return {"node": node}
+
+
+def controller_kill(down_s: float = 10.0) -> dict:
+    """SIGKILL the active KRaft controller; start it again after `down_s`."""
+    node = stack.active_controller()
+    if node is None:
+        raise stack.StackError("no active controller found in the nodes' logs")
+    node_kill(node)
+    time.sleep(down_s)
+    node_start(node)
+    return {"node": node}
+
+
+def processes_of(pid: int) -> list[int]:
+    """A postmaster and its children (the backends, the WAL sender, ...)."""
+    children = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            if int(stat.read_text().rsplit(")", 1)[1].split()[1]) == pid:
+                children.append(int(stat.parent.name))
+    return [pid, *children]
+
+
+def pg_failover(stall_s: float = 0.0) -> dict:
+    """The primary dies at once, as its machine would, and the standby is promoted.
+
+    With `stall_s`, the primary's WAL sender is paused first for that long, while the
+    consumers go on committing: under async replication those commits exist on the
+    primary alone when it dies. The promoted node gets synchronous_standby_names = '':
+    it has no standby of its own, and under sync its commits would wait for one forever."""
+    primary = stack.pg_primary()
+    standby = next(n for n in stack.PG_NODES if n != primary)
+    senders = []
+    if stall_s:
+        with stack.pg_node_connect(primary) as conn:
+            senders = [row[0] for row in conn.execute("SELECT pid FROM pg_stat_replication")]
+        for pid in senders:
+            os.kill(pid, signal.SIGSTOP)
+        time.sleep(stall_s)
+    postmaster = stack.pg_node_pid(primary)
+    doomed = processes_of(postmaster)
+    for pid in doomed:  # all of them stop at the same instant; then none of them runs another line
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGSTOP)
+    hit = time.monotonic()
+    for pid in doomed:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    promoted = stack.pg_node_ctl(standby, "promote", "-w", "-t", "60")
+    if promoted.returncode != 0:
+        raise stack.StackError(f"pg_ctl promote of {standby} failed: {promoted.stderr.strip()}")
+    with stack.pg_node_connect(standby) as conn:
+        conn.execute("ALTER SYSTEM SET synchronous_standby_names = ''")
+        conn.execute("SELECT pg_reload_conf()")
+    stack.record_pg_primary(standby)
+    return {"killed": primary, "promoted": standby, "stalled_senders": len(senders),
+            "promoted_after_s": round(time.monotonic() - hit, 2)}
+
+
+def inject_cluster(fault: str, topic: str, config: dict) -> dict:
+    """One fault of CLUSTER_FAULTS, healed (or failed over) before it returns."""
+    if fault == "leader-kill":
+        return leader_kill(topic, config.get("down_s", 10.0))
+    if fault == "leader-pause":
+        return leader_pause(topic, config.get("pause_s", 15.0))
+    if fault == "controller-kill":
+        return controller_kill(config.get("down_s", 10.0))
+    return pg_failover(config.get("stall_s", 4.0) if fault == "pg-failover-stalled" else 0.0)
 
 
 # --- M6's schedules ------------------------------------------------------------------

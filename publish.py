@@ -57,7 +57,9 @@ def ensure_topic(name: str, partitions: int = 1, timeout_s: float = 30.0) -> Non
     existing = admin.list_topics(timeout=timeout_s).topics
     if name in existing:
         return
-    future = admin.create_topics([NewTopic(name, partitions, 1)], operation_timeout=timeout_s)[name]
+    # Replication factor -1: the broker's default.replication.factor (1 on the single-node stack,
+    # 3 in the replicated lab).
+    future = admin.create_topics([NewTopic(name, partitions, -1)], operation_timeout=timeout_s)[name]
     try:
         future.result(timeout=timeout_s)
     except KafkaException as e:

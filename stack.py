@@ -14,7 +14,16 @@ the unprivileged user `nobody`, because the server refuses to run as root.
     python stack.py fetch     # resolve the Kafka jars into .cache/kafka/libs
     python stack.py up        # start both (idempotent), wait until they answer
     python stack.py status    # versions as the services report them
-    python stack.py down      # stop exactly what `up` started
+    python stack.py down      # stop exactly what `up` started (and the replicated lab, if it runs)
+
+The replicated lab, beside it on ports of its own (settings.CLUSTER_*): three Kafka
+nodes in combined mode with static voters, and a Postgres primary with one standby
+cloned by pg_basebackup, streaming async or sync. Faults on it are nemesis.py's.
+
+    python stack.py up --replicated [--pg-replication async|sync]
+    python stack.py status --replicated   # nodes, the active controller, leaders, streaming and lag
+    eval "$(python stack.py env --replicated)"   # point every script at it
+    python stack.py down --replicated
 """
 import base64
 import functools
@@ -292,8 +301,10 @@ def kafka_answers(timeout_s: float = 3.0, brokers: str = BROKERS, expect: int = 
 
 
 def kafka_version() -> str | None:
-    """The version the running broker printed at start-up (its AppInfoParser line)."""
-    versions = re.findall(r"Kafka version: (\S+)", tail(KAFKA_LOG, 100000))
+    """The version the running broker printed at start-up (its AppInfoParser line): the
+    replicated lab's first node's when KAFKA_BROKERS points there."""
+    log = node_home(1) / "kafka.log" if BROKERS == CLUSTER_BROKERS else KAFKA_LOG
+    versions = re.findall(r"Kafka version: (\S+)", tail(log, 100000))
     return versions[-1] if versions else None
 
 
@@ -517,6 +528,21 @@ def start_node(node: int) -> subprocess.Popen:
                         id_file.read_text().strip(), heap=("512m", "512m"))
 
 
+# KRaft's own line for a node taking a role: "[RaftManager id=2] Completed transition to Leader(... epoch=3"
+RAFT_TRANSITION = re.compile(r"\[RaftManager id=(\d+)\] Completed transition to (Leader|FollowerState)\(.*?"
+                             r"epoch=(\d+)(?:, leader=(\d+))?")
+
+
+def active_controller() -> int | None:
+    """The KRaft leader (the active controller), from the nodes' logs: the newest epoch's leader."""
+    newest = (-1, None)
+    for node, _, _ in cluster_nodes():
+        for m in RAFT_TRANSITION.finditer(tail(node_home(node) / "kafka.log", 20000)):
+            leader = int(m.group(1)) if m.group(2) == "Leader" else int(m.group(4) or 0) or None
+            newest = max(newest, (int(m.group(3)), leader), key=lambda pair: pair[0])
+    return newest[1]
+
+
 def cluster_kafka_up(deadline_s: float = 180.0) -> None:
     nodes = cluster_nodes()
     for node, _, port in nodes:
@@ -720,10 +746,11 @@ def cluster_status() -> int:
     from confluent_kafka.admin import AdminClient
 
     healthy = True
+    controller = active_controller()
     for node, host, port in cluster_nodes():
         pid = node_pid(node)
         print(f"kafka node {node}  {'up  ' if pid else 'down'}  broker+controller on {host}:{port}"
-              + (f" (pid {pid})" if pid else ""))
+              + (f" (pid {pid})" if pid else "") + (", the active controller" if node == controller else ""))
         healthy &= pid is not None
     try:
         topics = AdminClient({"bootstrap.servers": CLUSTER_BROKERS}).list_topics(timeout=5).topics
@@ -820,6 +847,8 @@ def main() -> int:
             cluster_up(args.pg_replication)
         elif args.verb == "status" and args.replicated:
             return cluster_status()
+        elif args.verb == "down" and args.replicated:
+            cluster_down()
         elif args.verb == "up":
             up()
         elif args.verb == "down":

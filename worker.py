@@ -310,7 +310,7 @@ def run_publishing(args, stop: threading.Event) -> None:
     import relay
     from publish import publish_journaled
 
-    producer_overrides = {"enable.idempotence": args.idempotence == "on"}
+    producer_overrides = {"enable.idempotence": args.idempotence == "on", "acks": args.acks}
     if args.socket_timeout_ms:
         # How long a request may go unanswered before librdkafka gives up on it and sends it
         # again, on a new connection: a cut link longer than this makes retries. (Not
@@ -453,6 +453,8 @@ def parse_args(argv=None):
     parser.add_argument("--rate", type=float, default=0, help="publisher: sends per second at most (0: no limit)")
     parser.add_argument("--idempotence", choices=("on", "off"), default="on",
                         help="publisher, kafka-relay: the producer's enable.idempotence")
+    parser.add_argument("--acks", choices=("all", "1"), default="all",
+                        help="publisher, kafka-relay: the producer's acks (1 needs --idempotence off)")
     parser.add_argument("--socket-timeout-ms", type=int, default=0, help="publisher, kafka-relay: librdkafka's")
     args = parser.parse_args(argv)
     if args.every < 1:
@@ -463,6 +465,8 @@ def parse_args(argv=None):
                                                             and args.crash_point != "acked"):
         parser.error("--crash-point and --crash-every go together: pg-committed or kafka-committed with "
                      "--variant e or f, acked with kafka-relay")
+    if args.acks != "all" and args.idempotence == "on":
+        parser.error("--acks 1 needs --idempotence off: the idempotent producer requires acks=all")
     if args.variant == "publisher" and not (args.events_file and args.journal):
         parser.error("--variant publisher needs --events-file and --journal")
     if args.work_ms < 0 or args.slow_every < 0 or args.slow_seconds < 0:

@@ -39,6 +39,9 @@ BAD = [
     ("measure_publish.py", ["--source", "carrier-pigeon", "--variant", "c"], "invalid choice"),
     ("consume_eos.py", ["--every", "0"], "--every must be at least 1"),
     ("relay.py", ["--batch", "0"], "--batch must be at least 1"),
+    ("measure_cluster.py", ["--fault", "leader-kill", "--variant", "c"], "must point at the replicated lab"),
+    ("measure_cluster.py", ["--fault", "meteor", "--variant", "c"], "invalid choice"),
+    ("stack.py", ["up", "--pg-replication", "sync"], "--pg-replication goes with --replicated"),
 ]
 
 
