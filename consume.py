@@ -266,6 +266,9 @@ class Database:
     def __init__(self, dsn: str, give_up_s: float = 120.0, retries: int = 10):
         self.dsn, self.give_up_s, self.retries = dsn, give_up_s, retries
         self.conn = psycopg.connect(dsn, autocommit=True)
+        # Called after a reconnect, before the work runs again; it may raise to abandon the work
+        # (consume_offsets.py re-reads its offsets from whatever server it reached).
+        self.on_reconnect = None
 
     def run(self, work, *args):
         rolled_back = 0
@@ -283,6 +286,8 @@ class Database:
                     continue
                 log.warning("database connection lost (%s); reconnecting", str(e).strip().splitlines()[0])
                 self.reconnect()
+                if self.on_reconnect is not None:
+                    self.on_reconnect()
         raise RuntimeError("gave up after 1000 reconnections")
 
     def reconnect(self) -> None:

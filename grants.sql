@@ -17,6 +17,7 @@ GRANT SELECT, UPDATE ON accounts TO inbox_consumer;
 GRANT INSERT ON ledger TO inbox_consumer;
 GRANT SELECT, INSERT, UPDATE ON external_effects TO inbox_consumer;
 GRANT SELECT, INSERT, UPDATE ON outbox TO inbox_consumer;
+GRANT SELECT, INSERT, UPDATE ON consumer_offsets TO inbox_consumer;
 
 -- Retention forgets IDs past the window (its DELETE reads processed_at to choose
 -- them) and does nothing else: no accounts, no ledger.

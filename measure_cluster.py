@@ -42,7 +42,7 @@ import results
 import settings
 import stack
 
-VARIANTS = ("b", "c", "d")
+VARIANTS = ("b", "c", "d", "o")
 
 
 def run_once(fault: str, variant: str, replication: str, acks: str, run: int, config: dict) -> dict:

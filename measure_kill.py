@@ -28,7 +28,7 @@ import nemesis
 import results
 
 POST_VARIANTS = ("a1", "a2", "b", "c")  # the post's table: what --variant all runs
-VARIANTS = (*POST_VARIANTS, "d", "k")
+VARIANTS = (*POST_VARIANTS, "d", "k", "o")
 
 
 def run_once(variant: str, run: int, config: dict) -> dict:

@@ -34,7 +34,8 @@ import provider
 import results
 
 # variant: (worker variant, provider mode or None when the effect is the ledger)
-VARIANTS = {"c": ("c", None), "d": ("d", None), "external": ("ext", "keys"), "outbox": ("outbox", "keys")}
+VARIANTS = {"c": ("c", None), "d": ("d", None), "external": ("ext", "keys"), "outbox": ("outbox", "keys"),
+            "o": ("o", None)}
 COUNTS = ("duplicates", "lost", "retried", "died", "skipped")
 
 

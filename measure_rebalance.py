@@ -36,7 +36,7 @@ import harness
 import nemesis
 import results
 
-VARIANTS = ("b", "c", "d", "k")
+VARIANTS = ("b", "c", "d", "k", "o")
 
 
 def run_once(variant: str, run: int, config: dict) -> dict:

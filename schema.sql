@@ -51,6 +51,18 @@ CREATE TABLE IF NOT EXISTS outbox (
 );
 CREATE INDEX IF NOT EXISTS outbox_unsent ON outbox (id) WHERE sent_at IS NULL;
 
+-- Variant o (consume_offsets.py): each partition's next offset, written in the
+-- same transaction as the inbox row and the credit, and read back on every
+-- assignment and reconnect. A database that forgets a transaction forgets its
+-- offset with it, and the consumer reads that message again.
+CREATE TABLE IF NOT EXISTS consumer_offsets (
+    consumer    text    NOT NULL,
+    topic       text    NOT NULL,
+    partition   integer NOT NULL,
+    next_offset bigint  NOT NULL,
+    PRIMARY KEY (consumer, topic, partition)
+);
+
 -- The producer's side (relay.py): an event written in the same transaction as the
 -- change it announces, then published to Kafka by a relay, which marks it
 -- published only once the broker has acknowledged it. A relay that dies between

@@ -21,6 +21,8 @@ the inbox is used; the side effect is the same single Postgres transaction
     e, f    consume_eos.run_eos(): Kafka's exactly-once loop (read_committed, a transactional
             producer, one output record per credit, --every messages per transaction), crediting
             Postgres directly (e) or through handle_once (f)
+    o       consume_offsets.run_with_offsets(): c with each partition's next offset in the inbox
+            transaction, read back (and sought to) on every assignment and reconnect
     kafka-relay  relay.py: events_outbox to --topic (CONSUMER_DSN is then the publisher's)
     publisher    publish.publish_journaled(): --events-file to --topic at --rate, resending on
                  restart whatever --journal holds no acknowledgement for
@@ -67,7 +69,7 @@ ACK_FAILED_LOG = "acknowledgement failed: %s (%s/%s)"  # share groups: the recor
 EXIT_CRASHED_AFTER_EFFECT = 3  # the effect landed (a DB commit, a provider call); nothing records it further
 EXIT_CRASHED_BEFORE_CALL = 4  # the lease is taken; the call never went out
 VARIANTS = ("a1", "a2", "b", "c", "d", "k", "raw", "ext", "outbox", "relay", "share-b", "share-c", "e", "f",
-            "kafka-relay", "publisher")
+            "kafka-relay", "publisher", "o")
 # Where an e or f worker may crash itself on purpose (--crash-point), once per chosen event.
 CRASH_POINTS = {"pg-committed": "after the event's Postgres commit, before commit_transaction",
                 "kafka-committed": "after commit_transaction of the event's batch, before the next poll",
@@ -410,6 +412,13 @@ def main(args) -> None:
                                       stop=stop, after_db_commit=after_db_commit, **overrides)
         return
 
+    if args.variant == "o":
+        import consume_offsets
+
+        consume_offsets.run_with_offsets(args.topic, args.group, apply, stop=stop, after_db_commit=after_db_commit,
+                                         **overrides)
+        return
+
     handle = consume.handle_once if args.variant == "c" else apply_without_inbox
     consume.run(args.topic, args.group, apply, handle=handle, stop=stop, after_db_commit=after_db_commit,
                 **overrides)
@@ -471,8 +480,8 @@ def parse_args(argv=None):
         parser.error("--variant publisher needs --events-file and --journal")
     if args.work_ms < 0 or args.slow_every < 0 or args.slow_seconds < 0:
         parser.error("--work-ms, --slow-every and --slow-seconds cannot be negative")
-    if args.crash_after and args.variant not in ("b", "c", "d", "k"):
-        parser.error("--crash-after needs a variant that commits by hand (b, c, d or k)")
+    if args.crash_after and args.variant not in ("b", "c", "d", "k", "o"):
+        parser.error("--crash-after needs a variant that commits by hand (b, c, d, k or o)")
     if args.lanes < 1 or args.window < 1:
         parser.error("--lanes and --window must be at least 1")
     if args.batch < 1:
