@@ -692,20 +692,23 @@ def cluster_postgres_up(mode: str | None, deadline_s: float = 60.0) -> None:
             if user is not None:
                 os.chown(data.parent, user.pw_uid, user.pw_gid)
             initdb(install, data.parent, data, postgres_params())
-        start_pg_node(primary, primary, mode)
+        # Async until its standby streams: a sync primary with no standby waits on every commit.
+        start_pg_node(primary, primary, "async")
     wait_for(lambda: pg_node_connect(primary), deadline_s, f"PostgreSQL {primary} (primary) answering")
+    # Async until the standby streams: a sync primary without one makes every commit wait, and
+    # nothing below may wait on a standby that is not there yet (it is set to `mode` at the end).
+    set_replication("async")
     with pg_node_connect(primary) as conn:
         dbname = postgres_params()["dbname"]
         if not conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (dbname,)).fetchone():
             conn.execute(f'CREATE DATABASE "{dbname}"')
     with pg_node_connect(primary, postgres_params()["dbname"]) as conn:
         conn.execute((ROOT / "roles.sql").read_text())
-    (CLUSTER_HOME / "pg-replication").write_text(mode + "\n")
-    set_replication(mode)
     if pg_node_pid(standby) is None:
         clone_standby(standby, primary, mode)
     wait_for(lambda: any(row[1] == "streaming" for row in streaming(primary)), deadline_s,
              f"PostgreSQL {standby} streaming from {primary}")
+    set_replication(mode)
     ports = pg_cluster_ports()
     print(f"postgres: primary {primary} on port {ports[primary]}, standby {standby} on port {ports[standby]} "
           f"({mode} replication)")
