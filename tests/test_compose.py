@@ -14,8 +14,12 @@ COMPOSE = (Path(__file__).resolve().parent.parent / "docker-compose.yml").read_t
 PLACEMENT = {"controller.quorum.voters", "listeners", "advertised.listeners", "log.dirs"}
 
 
+# The single-node services, apart from the replicated profile's (whose settings differ by design).
+SINGLE = COMPOSE.split("\nservices:\n", 1)[1].split("\n  kafka-1:\n", 1)[0]
+
+
 def compose_value(name: str) -> str:
-    match = re.search(rf"^\s+{re.escape(name)}:\s*\"?([^\"\n]*)\"?\s*$", COMPOSE, re.M)
+    match = re.search(rf"^\s+{re.escape(name)}:\s*\"?([^\"\n]*)\"?\s*$", SINGLE, re.M)
     assert match, f"docker-compose.yml has no {name}"
     return match.group(1).strip()
 
@@ -54,3 +58,21 @@ def test_same_roles():
     assert conninfo_to_dict(DEFAULT_DSN)["user"] == "inbox_consumer"
     for role in ROLES:
         assert f"'{role}'" in roles_sql, role
+
+
+def test_the_replicated_profile_has_the_replicated_labs_broker_settings():
+    """Its nodes share one block of settings: the replicated lab's, but for where each listens
+    (and the listener names, which Docker's network needs)."""
+    block = COMPOSE.split("x-kafka-node-env:", 1)[1].split("\nconfigs:", 1)[0]
+    values = dict(re.findall(r"^\s+(KAFKA_\w+):\s*\"?([^\"\n]*?)\"?\s*$", block, re.M))
+    ports = [stack.kafka_address(b)[1] for b in ("localhost:59192", "localhost:59194", "localhost:59196")]
+    properties = dict(line.split("=", 1) for line in stack.kafka_properties(ports[0], "localhost", node=1, voters="x",
+                                                                             replicas=3).splitlines()
+                      if line and not line.startswith("#"))
+    by_design = PLACEMENT | {"node.id", "inter.broker.listener.name", "listener.security.protocol.map"}
+    for key, value in properties.items():
+        if key not in by_design:
+            assert values.get("KAFKA_" + key.upper().replace(".", "_")) == value, key
+    for port in ports:
+        assert f'["{port}:{port}"]' in COMPOSE
+    assert '["55532:5432"]' in COMPOSE and '["55533:5432"]' in COMPOSE
