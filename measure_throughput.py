@@ -29,7 +29,7 @@ import results
 VARIANTS = ("a1", "a2", "b", "c", "d", "k", "o", "raw")
 # top/bottom pairs reported; a pair is skipped when either side was not run.
 RATIOS = (("c", "b"), ("b", "a1"), ("c", "a1"), ("a2", "a1"), ("d", "c"), ("d", "raw"), ("c", "raw"),
-          *((f"k@{n}", "c") for n in (1, 4, 16, 64)))
+          ("o", "c"), *((f"k@{n}", "c") for n in (1, 4, 16, 64)))
 
 
 def timing(dsn: str) -> dict:

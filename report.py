@@ -30,7 +30,13 @@ VARIANT_NAMES = {
     "k": "k: per-key lanes, the contiguous watermark",
     "e": "e: Kafka's exactly-once loop, credit without the inbox",
     "f": "f: Kafka's exactly-once loop, credit through the inbox",
+    "o": "o: the inbox, with the offset in its transaction",
 }
+CLUSTER_FAULT_NAMES = {
+    "leader-kill": "leader SIGKILLed, back after {down_s:g} s", "leader-pause": "leader paused {pause_s:g} s",
+    "controller-kill": "active controller SIGKILLed, back after {down_s:g} s",
+    "pg-failover": "Postgres primary killed, standby promoted",
+    "pg-failover-stalled": "the same, after the standby's stream stalled {stall_s:g} s"}
 POINT_NAMES = {"kill": "SIGKILL on M1's schedule", "pg-committed": "planted: after Postgres, before Kafka's commit",
                "kafka-committed": "planted: after Kafka's commit, before the next poll"}
 SOURCE_NAMES = {("relay", "on"): "relay: killed, and crashed between the ack and the mark",
@@ -169,7 +175,8 @@ def batch_section() -> str:
             f"interleaved. From `results/throughput-batch.json`: {provenance(sweep)}.\n")
 
 
-REBALANCE_SETS = [(f"rebalance-{v}-{p}.json", p) for v in ("b", "c", "d", "k") for p in ("classic", "consumer")] + [
+REBALANCE_SETS = [(f"rebalance-{v}-{p}.json", p) for v in ("b", "c", "d", "k", "o")
+                  for p in ("classic", "consumer")] + [
     (f"rebalance-{v}-consumer-stall20.json", "consumer") for v in ("b", "c")]
 
 
@@ -351,6 +358,11 @@ FINDINGS = [
     ("Race", "race.json", lambda r, c: (f"{c['consumers']} consumers, {c['copies']} copies", r["variant"])),
     ("M7 exactly-once", "eos.json", lambda r, c: (POINT_NAMES[r["point"]], r["variant"])),
     ("M7 publishers", "publish.json", lambda r, c: (SOURCE_NAMES[(r["source"], r["idempotence"])], r["variant"])),
+    ("M1 hard kills", "kill-o.json", lambda r, c: ("SIGKILL", r["variant"])),
+    ("M8 replicated lab", "cluster.json", lambda r, c: (
+        CLUSTER_FAULT_NAMES[r["fault"]].format(**c) + (f", {r['replication']} standby" if r["fault"].startswith("pg-")
+                                                       else "") + ("" if r["acks"] == "all" else f", acks={r['acks']}"),
+        r["variant"])),
 ]
 
 
@@ -403,6 +415,65 @@ def publish_section() -> str:
             f"restart in the middle, socket.timeout.ms {c['socket_timeout_ms']}. restart: {c['kills']} SIGKILLs "
             f"on the same schedule. Copies in the log: records beyond the first per event ID. "
             f"From `results/publish.json`: {provenance(publish)}.\n")
+
+
+def cluster_section() -> str:
+    cluster = need("cluster.json", "make measure-cluster")
+    c = cluster["config"]
+    groups = {}
+    for r in cluster["runs"]:
+        groups.setdefault((r["fault"], r["variant"], r["replication"], r["acks"]), []).append(r)
+    rows = [[CLUSTER_FAULT_NAMES[fault].format(**c), VARIANT_NAMES[variant],
+             replication if fault.startswith("pg-") else "–", acks, len(mine), sum(r["duplicates"] for r in mine),
+             f"{sum(r['lost'] for r in mine):,}", sum(r["acked_missing"] for r in mine),
+             spread(results.stats(r["longest_stall_s"] for r in mine), 1),
+             f"{sum(bool(r['balances_exact']) for r in mine)} of {len(mine)}"]
+            for (fault, variant, replication, acks), mine in groups.items()]
+    return (markdown_table(["Fault", "Variant", "Postgres standby", "acks", "Runs", "Duplicates", "Lost",
+                            "Acknowledged records missing", "Longest stall, s", "Exact balances"], rows,
+                           text_columns=4)
+            + f"\n\nTotals over the runs, and the median (min–max) of each run's longest gap between two credits "
+            f"from the fault to a minute after it. Each run: a publisher sends {c['events']:,} credits at "
+            f"{c['rate']:g} a second into {c['partitions']} partitions (replication factor 3, min.insync.replicas 2) "
+            f"while one consumer reads them; the fault comes {c['fault_after_s']:g} s after its first credit. "
+            f"Acknowledged records missing: IDs the publisher's journal says the broker acknowledged, not in the "
+            f"log afterwards. From `results/cluster.json`: {provenance(cluster)}.\n")
+
+
+def offsets_section() -> str:
+    """o against c: under the failover that loses c's credits, under M1 and M2, and what it costs."""
+    rows = []
+    if cluster := load("cluster.json"):
+        c = cluster["config"]
+        for replication in ("async", "sync"):
+            for variant in ("c", "o"):
+                mine = [r for r in cluster["runs"] if r["fault"] == "pg-failover-stalled" and r["variant"] == variant
+                        and r["replication"] == replication]
+                if mine:
+                    rows.append([f"M8: the standby's stream stalled {c['stall_s']:g} s, the primary killed, "
+                                 f"{replication} standby promoted", variant, len(mine),
+                                 sum(r["duplicates"] for r in mine), f"{sum(r['lost'] for r in mine):,}",
+                                 f"{sum(bool(r['balances_exact']) for r in mine)} of {len(mine)}"])
+    for name, label in (("kill-o.json", "M1: {kills} SIGKILLs a run"), ("rebalance-o-classic.json",
+                                                                        "M2: a {slow_seconds:g} s stall every "
+                                                                        "{slow_every}th event")):
+        if doc := load(name):
+            runs = doc["runs"]
+            exact = sum(bool(r["balances_exact"]) for r in runs)
+            rows.append([label.format(**doc["config"]), "o", len(runs), sum(r["duplicates"] for r in runs),
+                         sum(r["lost"] for r in runs), f"{exact} of {len(runs)}"])
+    if not rows:
+        raise Missing("_No results for o yet: run `make measure-cluster`, then `python measure_kill.py --variant o` "
+                      "and `python measure_rebalance.py --variant o`._\n")
+    text = markdown_table(["Fault", "Variant", "Runs", "Duplicates", "Lost", "Exact balances"], rows)
+    text += "\n\nTotals over the runs; each measurement's other parameters as in its own section.\n"
+    if cost := load("throughput-offsets.json"):
+        s, ratio = cost["summary"]["variants"], cost["summary"]["ratios"].get("o/c")
+        text += (f"\nWhat the extra upsert costs, side by side in one invocation ({cost['config']['runs']} runs of "
+                 f"{cost['config']['events']:,} credits each, interleaved): c {spread(s['c']['msgs_per_s'])} msgs/s, "
+                 f"o {spread(s['o']['msgs_per_s'])} msgs/s; o/c {spread(ratio, 3)}, the median of per-run ratios. "
+                 f"From `results/throughput-offsets.json`: {provenance(cost)}.\n")
+    return text
 
 
 def parallel_section() -> str:
@@ -480,7 +551,7 @@ SECTIONS = {"kill": kill_section, "throughput": throughput_section, "ratios": ra
             "layouts": layouts_section, "sizing": sizing_section, "external": external_section,
             "faults": faults_section, "race": race_section, "findings": findings_section,
             "results-index": results_index_section, "parallel": parallel_section, "eos": eos_section,
-            "publish": publish_section}
+            "publish": publish_section, "cluster": cluster_section, "offsets": offsets_section}
 DOCUMENTS = [README, ROOT / "docs" / "results.md"]  # every file with report markers
 
 
