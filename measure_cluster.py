@@ -28,7 +28,7 @@ CONSUMER_DSN point at it (`eval "$(python stack.py env --replicated)"`; the make
 target does this); nothing else measures on it.
 
     python measure_cluster.py --fault leader-kill --variant c --runs 1
-    python measure_cluster.py --fault pg-failover-stalled --variant c --pg-replication async --runs 5
+    python measure_cluster.py --fault pg-failover-stalled --variant c,o --pg-replication async --runs 5
 """
 import json
 import sys
@@ -124,7 +124,8 @@ def parse_args(argv=None):
     parser = cli.measurement("M8: faults of a replicated Kafka and a Postgres standby, under load.",
                              str(results.RESULTS / "cluster.json"), events=6000, keep=True)
     parser.add_argument("--fault", required=True, choices=(*nemesis.CLUSTER_FAULTS, "all"))
-    parser.add_argument("--variant", required=True, choices=(*VARIANTS, "all"))
+    parser.add_argument("--variant", required=True, type=cli.names_of((*VARIANTS, "all")),
+                        help="one of b, c, d, o, a comma list (interleaved run by run), or all")
     parser.add_argument("--pg-replication", choices=(*stack.REPLICATION_MODES, "both"), default="async")
     parser.add_argument("--acks", choices=("all", "1"), default="all", help="the publisher's")
     parser.add_argument("--rate", type=float, default=300, help="credits a second the publisher sends")
@@ -145,7 +146,7 @@ def parse_args(argv=None):
 
 def main(args) -> int:
     faults = nemesis.CLUSTER_FAULTS if args.fault == "all" else (args.fault,)
-    variants = VARIANTS if args.variant == "all" else (args.variant,)
+    variants = VARIANTS if "all" in args.variant else tuple(args.variant)
     modes = stack.REPLICATION_MODES if args.pg_replication == "both" else (args.pg_replication,)
     config = results.config_of(args, "out", "force", "keep", "fault", "variant", "pg_replication", "acks",
                                batch=500, brokers=3, min_insync_replicas=2, standby="one, streaming")

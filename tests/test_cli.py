@@ -41,6 +41,7 @@ BAD = [
     ("relay.py", ["--batch", "0"], "--batch must be at least 1"),
     ("measure_cluster.py", ["--fault", "leader-kill", "--variant", "c"], "must point at the replicated lab"),
     ("measure_cluster.py", ["--fault", "meteor", "--variant", "c"], "invalid choice"),
+    ("measure_cluster.py", ["--fault", "pg-failover", "--variant", "c,z"], "unknown variant"),
     ("stack.py", ["up", "--pg-replication", "sync"], "--pg-replication goes with --replicated"),
 ]
 
