@@ -243,6 +243,62 @@ def parallel(plt, doc):
     return fig
 
 
+# --- M7: exactly-once, and publishers that publish twice -----------------------------------
+
+def grouped_bars(ax, groups: list[str], series: list[tuple[str, list[float], str]]) -> None:
+    """Bars side by side per group, each series one colour, each bar labelled with its value."""
+    width = 0.8 / len(series)
+    for i, (name, values, colour) in enumerate(series):
+        xs = [g + (i - (len(series) - 1) / 2) * width for g in range(len(groups))]
+        label(ax, ax.bar(xs, values, width, color=colour, label=name), values)
+    ax.set_xticks(range(len(groups)), groups, fontsize=8)
+    ax.legend(frameon=False, fontsize=8)
+    tidy(ax)
+
+
+def eos(plt, doc):
+    points = list(dict.fromkeys(r["point"] for r in doc["runs"]))
+    names = {"kill": "SIGKILL, M1's schedule", "pg-committed": "crash after Postgres,\nbefore Kafka's commit",
+             "kafka-committed": "crash after Kafka's commit,\nbefore the next poll"}
+
+    def total(variant, point, *fields):
+        return sum(r[f] for r in doc["runs"] if r["variant"] == variant and r["point"] == point for f in fields)
+
+    fig, ax = plt.subplots(figsize=(9, 4.4))
+    grouped_bars(ax, [names.get(p, p) for p in points], [
+        ("e: ledger duplicates", [total("e", p, "duplicates") for p in points], RED),
+        ("f: ledger duplicates", [total("f", p, "duplicates") for p in points], BLUE),
+        ("e: output topic copies + missing", [total("e", p, "topic_copies", "topic_missing") for p in points], GREY),
+        ("f: output topic copies + missing", [total("f", p, "topic_copies", "topic_missing") for p in points],
+         DARK)])
+    ax.set_ylabel(f"total over {doc['config']['runs']} runs")
+    ax.set_title("Kafka's exactly-once holds in the output topic (read_committed), not in the database",
+                 fontsize=11)
+    return fig
+
+
+def publish(plt, doc):
+    keys = list(dict.fromkeys((r["source"], r["idempotence"]) for r in doc["runs"]))
+    names = {("relay", "on"): "relay killed /\ncrashed after the acks", ("retries", "off"): "link cut, broker\n"
+             "restarted; no idempotence", ("retries", "on"): "the same,\nidempotence on",
+             ("restart", "on"): "publisher killed\nand restarted"}
+
+    def total(key, field, variant=None):
+        return sum(r[field] for r in doc["runs"] if (r["source"], r["idempotence"]) == key
+                   and (variant is None or r["variant"] == variant))
+
+    fig, ax = plt.subplots(figsize=(9, 4.4))
+    grouped_bars(ax, [names.get(k, " ".join(k)) for k in keys], [
+        ("copies in the log, b's runs", [total(k, "log_copies", "b") for k in keys], GREY),
+        ("b: duplicates", [total(k, "duplicates", "b") for k in keys], RED),
+        ("c: duplicates", [total(k, "duplicates", "c") for k in keys], BLUE),
+        ("d: duplicates", [total(k, "duplicates", "d") for k in keys], DARK)])
+    ax.set_yscale("symlog")
+    ax.set_ylabel("total over the runs (symlog)")
+    ax.set_title("Every copy a publisher makes reaches b's ledger; c and d skip them", fontsize=11)
+    return fig
+
+
 # --- the registry -------------------------------------------------------------------------
 
 # chart: (the function that draws it, the results files it draws, in its arguments' order)
@@ -255,6 +311,8 @@ CHARTS = {
     "external": (external, ["external.json"]),
     "faults-timeline": (faults_timeline, ["faults-timeline.json"]),
     "parallel": (parallel, ["throughput-lanes.json"]),
+    "eos": (eos, ["eos.json"]),
+    "publish": (publish, ["publish.json"]),
 }
 
 
