@@ -14,6 +14,8 @@ sends `--events` credits at `--rate` while one consumer of the variant reads the
 Fault: once, `--fault-after-s` after the consumer's first credit (nemesis.inject_cluster):
     leader-kill      SIGKILL the node leading most partitions, restarted after --down-s
     leader-pause     SIGSTOP it for --pause-s, then SIGCONT
+    isolate-leader   move it into a network namespace, give it its partitions back, then cut
+                     all its links (clients, brokers, controllers) for --isolate-s and heal
     controller-kill  SIGKILL the active KRaft controller, restarted after --down-s
     pg-failover      SIGKILL the Postgres primary (every process at once), promote the standby
     pg-failover-stalled  the same after pausing the primary's WAL sender for --stall-s
@@ -133,11 +135,13 @@ def parse_args(argv=None):
     parser.add_argument("--down-s", type=float, default=10.0, help="leader-kill, controller-kill: time down")
     parser.add_argument("--pause-s", type=float, default=15.0, help="leader-pause: time stopped")
     parser.add_argument("--stall-s", type=float, default=4.0, help="pg-failover-stalled: WAL sender paused")
+    parser.add_argument("--isolate-s", type=float, default=15.0, help="isolate-leader: every link cut this long")
     parser.add_argument("--session-timeout-ms", type=int, default=6000)
     args = parser.parse_args(argv)
     cli.at_least(parser, args, 1, "runs", "events", "partitions")
-    if min(args.rate, args.down_s, args.pause_s, args.stall_s) <= 0 or args.fault_after_s < 0:
-        parser.error("--rate, --down-s, --pause-s and --stall-s must be positive, --fault-after-s not negative")
+    if min(args.rate, args.down_s, args.pause_s, args.stall_s, args.isolate_s) <= 0 or args.fault_after_s < 0:
+        parser.error("--rate, --down-s, --pause-s, --stall-s and --isolate-s must be positive, "
+                     "--fault-after-s not negative")
     if settings.BROKERS != settings.CLUSTER_BROKERS or settings.DSN != settings.CLUSTER_DSN:
         parser.error('KAFKA_BROKERS and CONSUMER_DSN must point at the replicated lab: '
                      'eval "$(python stack.py env --replicated)" first, or run make measure-cluster')

@@ -19,6 +19,8 @@ On the replicated lab (stack.py up --replicated; inject_cluster):
     leader-kill     SIGKILL the node leading most of a topic's partitions, restart it
     leader-pause    SIGSTOP that node, then SIGCONT
     controller-kill SIGKILL the active KRaft controller, restart it
+    isolate-leader  the leader moved into a network namespace, given its partitions back, and
+                    every link of it cut, both ways, for a while (isolate_leader)
     pg-failover     SIGSTOP then SIGKILL every process of the Postgres primary at once,
                     promote the standby (its synchronous_standby_names cleared)
     pg-failover-stalled  the same, the primary's WAL sender paused first
@@ -38,6 +40,8 @@ import signal
 import time
 import uuid
 from pathlib import Path
+
+from confluent_kafka import KafkaException, TopicPartition
 
 import harness
 import netlab
@@ -167,7 +171,8 @@ def inject(fault: str, ns: netlab.Namespace | None = None, outage_s: float = 0) 
 
 # --- the replicated lab (stack.py up --replicated) ------------------------------------
 
-CLUSTER_FAULTS = ("leader-kill", "leader-pause", "controller-kill", "pg-failover", "pg-failover-stalled")
+CLUSTER_FAULTS = ("leader-kill", "leader-pause", "controller-kill", "isolate-leader", "pg-failover",
+                  "pg-failover-stalled")
 
 
 def leaders(topic: str) -> dict[int, int]:
@@ -223,6 +228,74 @@ def leader_pause(topic: str, pause_s: float = 15.0) -> dict:
     finally:
         os.kill(pid, signal.SIGCONT)
     return {"node": node}
+
+
+def node_stop(node: int, deadline_s: float = 60.0) -> None:
+    """SIGTERM: a controlled shutdown, which hands the node's leaderships over first."""
+    pid = stack.node_pid(node)
+    if pid is None:
+        return
+    os.kill(pid, signal.SIGTERM)
+    end = time.monotonic() + deadline_s
+    while stack.pid_alive(pid) and time.monotonic() < end:
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(pid, os.WNOHANG)
+        time.sleep(0.2)
+    if stack.pid_alive(pid):
+        node_kill(node)
+
+
+def in_sync(topic: str, node: int) -> bool:
+    from confluent_kafka.admin import AdminClient
+
+    metadata = AdminClient({"bootstrap.servers": stack.CLUSTER_BROKERS}).list_topics(topic, timeout=10)
+    return all(node in p.isrs for p in metadata.topics[topic].partitions.values())
+
+
+def prefer_leaders(topic: str) -> None:
+    """A preferred-leader election for `topic`: each partition back to the first of its replicas."""
+    from confluent_kafka import ElectionType
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({"bootstrap.servers": stack.CLUSTER_BROKERS})
+    partitions = [TopicPartition(topic, p) for p in leaders(topic)]
+    with contextlib.suppress(KafkaException):  # ELECTION_NOT_NEEDED where it leads already
+        admin.elect_leaders(ElectionType.PREFERRED, partitions).result(timeout=30)
+
+
+def isolate_leader(topic: str, isolate_s: float = 15.0) -> dict:
+    """Cut every link of the node leading most of `topic`'s partitions, for `isolate_s`, and heal it.
+
+    A node's links can be cut only if it runs in a network namespace whose bridge this
+    process holds, so first it moves there: a controlled shutdown, a start inside, and a
+    preferred-leader election that gives it its partitions back. Then every byte to and
+    from it (clients, the other brokers, the controllers) stops at the bridge, both ways,
+    until the heal. Afterwards it moves back the same way (the bridge ends with this process)."""
+    node = leader_of(topic)
+    nodes = stack.cluster_nodes()
+    port = nodes[node - 1][2]
+    others = [q for n, _, p in nodes if n != node for q in (p, p + 1)]
+    node_stop(node)
+    ns = netlab.Namespace(f"kafka{node}-{uuid.uuid4().hex[:6]}", others, served=[port, port + 1])
+    try:
+        stack.start_node(node, prefix=ns.prefix)
+        stack.wait_for(lambda: stack.kafka_answers(brokers=f"localhost:{port}", expect=len(nodes)), 120,
+                       f"node {node} up inside its namespace", stack.node_home(node) / "kafka.log")
+        harness.wait_until(lambda: in_sync(topic, node), 120, f"node {node} back in sync", interval_s=0.5)
+        prefer_leaders(topic)
+        harness.wait_until(lambda: node in leaders(topic).values(), 60, f"node {node} leading again")
+        led = sum(1 for leader in leaders(topic).values() if leader == node)
+        ns.bridge.cut_all()
+        try:
+            time.sleep(isolate_s)
+        finally:
+            ns.bridge.heal_all()
+        harness.wait_until(lambda: in_sync(topic, node), 120, f"node {node} in sync after the heal", interval_s=0.5)
+    finally:
+        node_stop(node)
+        ns.close()
+        node_start(node)
+    return {"node": node, "partitions_led": led}
 
 
 def controller_kill(down_s: float = 10.0) -> dict:
@@ -290,6 +363,8 @@ def inject_cluster(fault: str, topic: str, config: dict) -> dict:
         return leader_pause(topic, config.get("pause_s", 15.0))
     if fault == "controller-kill":
         return controller_kill(config.get("down_s", 10.0))
+    if fault == "isolate-leader":
+        return isolate_leader(topic, config.get("isolate_s", 15.0))
     return pg_failover(config.get("stall_s", 4.0) if fault == "pg-failover-stalled" else 0.0)
 
 

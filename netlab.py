@@ -30,8 +30,10 @@ from pathlib import Path
 import cli
 
 
-def socket_path(directory: Path, port: int) -> Path:
-    return Path(directory) / f"{port}.sock"
+def socket_path(directory: Path, port: int, served: bool = False) -> Path:
+    """Where a port's connections cross: out of the namespace (`port`.sock, the bridge listens),
+    or into it, to a server running inside (`served-port`.sock, the relay listens)."""
+    return Path(directory) / (f"served-{port}.sock" if served else f"{port}.sock")
 
 
 async def pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, gate: asyncio.Event | None = None):
@@ -51,7 +53,7 @@ async def pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, gate:
 
 # --- inside the namespace ---------------------------------------------------------
 
-async def relay(directory: Path, ports: list[int]) -> None:
+async def relay(directory: Path, ports: list[int], served: list[int] = ()) -> None:
     async def serve(port, reader, writer):
         try:
             up_reader, up_writer = await asyncio.open_unix_connection(str(socket_path(directory, port)))
@@ -60,7 +62,21 @@ async def relay(directory: Path, ports: list[int]) -> None:
             return
         await asyncio.gather(pipe(reader, up_writer), pipe(up_reader, writer))
 
+    async def serve_inside(port, reader, writer):
+        # A connection from the host to a server in here (a broker): dial it on this loopback.
+        try:
+            up_reader, up_writer = await asyncio.open_connection("127.0.0.1", port)
+        except OSError:
+            writer.close()
+            return
+        await asyncio.gather(pipe(reader, up_writer), pipe(up_reader, writer))
+
     servers = [await asyncio.start_server(lambda r, w, p=port: serve(p, r, w), "127.0.0.1", port) for port in ports]
+    for port in served:
+        path = socket_path(directory, port, served=True)
+        path.unlink(missing_ok=True)
+        servers.append(await asyncio.start_unix_server(lambda r, w, p=port: serve_inside(p, r, w), str(path)))
+        os.chmod(path, 0o666)
     print("relay ready", flush=True)
     await asyncio.gather(*(s.serve_forever() for s in servers))
 
@@ -71,8 +87,11 @@ class Bridge:
     """Unix sockets in `directory`, one per port, each forwarded to the host's 127.0.0.1:port.
     Runs its own event loop in a thread; cut(port) and heal(port) may be called from any thread."""
 
-    def __init__(self, directory: Path, ports: list[int]):
-        self.directory, self.ports = Path(directory), list(ports)
+    def __init__(self, directory: Path, ports: list[int], served: list[int] = ()):
+        """`ports`: services on the host that the namespace may reach; `served`: ports of a
+        server inside the namespace, which the bridge listens on, on the host's loopback."""
+        self.directory, self.ports, self.served = Path(directory), list(ports), list(served)
+        self.servers = []
         self.loop = asyncio.new_event_loop()
         self.gates: dict[int, asyncio.Event] = {}
         ready = threading.Event()
@@ -99,8 +118,22 @@ class Bridge:
 
                 path = socket_path(self.directory, port)
                 path.unlink(missing_ok=True)
-                await asyncio.start_unix_server(serve, str(path))
+                self.servers.append(await asyncio.start_unix_server(serve, str(path)))
                 os.chmod(path, 0o666)
+            for port in self.served:
+                gate = self.gates[port] = asyncio.Event()
+                gate.set()
+
+                async def serve_in(reader, writer, port=port, gate=gate):
+                    try:
+                        up_reader, up_writer = await asyncio.open_unix_connection(
+                            str(socket_path(self.directory, port, served=True)))
+                    except OSError:  # nothing listens inside yet
+                        writer.close()
+                        return
+                    await asyncio.gather(pipe(reader, up_writer, gate), pipe(up_reader, writer, gate))
+
+                self.servers.append(await asyncio.start_server(serve_in, "127.0.0.1", port))
 
         self.loop.run_until_complete(start())
         ready.set()
@@ -112,9 +145,20 @@ class Bridge:
     def heal(self, port: int) -> None:
         self.loop.call_soon_threadsafe(self.gates[port].set)
 
-    def close(self) -> None:
-        for port in self.ports:
+    def cut_all(self) -> None:
+        for port in self.gates:
+            self.cut(port)
+
+    def heal_all(self) -> None:
+        for port in self.gates:
             self.heal(port)
+
+    def close(self) -> None:
+        """Heal every link and stop listening (a served port is then free for its server again)."""
+        for port in self.gates:
+            self.heal(port)
+        for server in self.servers:
+            self.loop.call_soon_threadsafe(server.close)
         self.loop.call_soon_threadsafe(self.loop.stop)
         self.thread.join(10)
 
@@ -123,16 +167,17 @@ class Namespace:
     """A network namespace with its loopback up and a relay to `ports` through a Bridge.
     `prefix` runs a command inside it. close() kills what runs there and deletes it."""
 
-    def __init__(self, name: str, ports: list[int]):
+    def __init__(self, name: str, ports: list[int], served: list[int] = ()):
         self.name = name
         self.directory = Path(tempfile.mkdtemp(prefix=f"{name}-"))
         subprocess.run(["ip", "netns", "add", name], check=True, capture_output=True)
         try:
             self.run("ip", "link", "set", "lo", "up")
-            self.bridge = Bridge(self.directory, ports)
+            self.bridge = Bridge(self.directory, ports, served)
             self.relay = subprocess.Popen(
                 [*self.prefix, sys.executable, __file__, "relay", "--socket-dir", str(self.directory),
-                 *(arg for port in ports for arg in ("--port", str(port)))],
+                 *(arg for port in ports for arg in ("--port", str(port))),
+                 *(arg for port in served for arg in ("--serve", str(port)))],
                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
             line = self.relay.stdout.readline().strip()
             if line != "relay ready":
@@ -160,14 +205,15 @@ class Namespace:
 
 
 def main(args) -> None:
-    asyncio.run(relay(Path(args.socket_dir), args.port))
+    asyncio.run(relay(Path(args.socket_dir), args.port or [], args.serve or []))
 
 
 def parse_args(argv=None):
     parser = cli.Parser(description="The in-namespace relay of the fault harness.")
     parser.add_argument("verb", choices=["relay"])
     parser.add_argument("--socket-dir", required=True)
-    parser.add_argument("--port", type=int, action="append", required=True)
+    parser.add_argument("--port", type=int, action="append", help="a host service the namespace may reach")
+    parser.add_argument("--serve", type=int, action="append", help="a port of a server inside the namespace")
     return parser.parse_args(argv)
 
 

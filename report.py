@@ -35,6 +35,7 @@ VARIANT_NAMES = {
 CLUSTER_FAULT_NAMES = {
     "leader-kill": "leader SIGKILLed, back after {down_s:g} s", "leader-pause": "leader paused {pause_s:g} s",
     "controller-kill": "active controller SIGKILLed, back after {down_s:g} s",
+    "isolate-leader": "leader cut off from everyone for {isolate_s:g} s",
     "pg-failover": "Postgres primary killed, standby promoted",
     "pg-failover-stalled": "the same, after the standby's stream stalled {stall_s:g} s"}
 POINT_NAMES = {"kill": "SIGKILL on M1's schedule", "pg-committed": "planted: after Postgres, before Kafka's commit",

@@ -254,9 +254,11 @@ group.share.min.heartbeat.interval.ms=500
 """
 
 
-def launch_kafka(home: Path, properties: str, cluster_id: str, heap: tuple[str, str]) -> subprocess.Popen:
+def launch_kafka(home: Path, properties: str, cluster_id: str, heap: tuple[str, str],
+                 prefix: tuple = ()) -> subprocess.Popen:
     """Start one Kafka node from `home` (its config, data, log and pid file), formatting its
-    storage with `cluster_id` on the first start."""
+    storage with `cluster_id` on the first start. `prefix` runs it through another command
+    (`ip netns exec NS`, which execs it: the pid is the node's own)."""
     java = require_java()
     fetch_kafka()
     (home / "data").mkdir(parents=True, exist_ok=True)
@@ -274,7 +276,8 @@ def launch_kafka(home: Path, properties: str, cluster_id: str, heap: tuple[str, 
         format_storage(java, config, log_config, cluster_id)
     with open(home / "kafka.log", "ab") as log:
         proc = subprocess.Popen(
-            [java, f"-Xms{heap[0]}", f"-Xmx{heap[1]}", "-XX:+UseG1GC", f"-Dlog4j2.configurationFile={log_config}",
+            [*prefix, java, f"-Xms{heap[0]}", f"-Xmx{heap[1]}", "-XX:+UseG1GC",
+             f"-Dlog4j2.configurationFile={log_config}",
              "-cp", f"{KAFKA_LIBS}/*", "kafka.Kafka", str(config)],
             stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
         )
@@ -515,8 +518,8 @@ def node_pid(node: int) -> int | None:
     return pid if pid and pid_alive(pid) and "kafka.Kafka" in cmdline_of(pid) else None
 
 
-def start_node(node: int) -> subprocess.Popen:
-    """Start one Kafka node of the lab (a fault's restart uses this too)."""
+def start_node(node: int, prefix: tuple = ()) -> subprocess.Popen:
+    """Start one Kafka node of the lab (a fault's restart uses this too; `prefix`, a namespace)."""
     nodes = cluster_nodes()
     _, host, port = nodes[node - 1]
     voters = ",".join(f"{n}@127.0.0.1:{p + 1}" for n, _, p in nodes)
@@ -525,7 +528,7 @@ def start_node(node: int) -> subprocess.Popen:
         id_file.write_text(new_cluster_id() + "\n")
     return launch_kafka(node_home(node), kafka_properties(port, host, node_home(node) / "data", node=node,
                                                           voters=voters, replicas=len(nodes)),
-                        id_file.read_text().strip(), heap=("512m", "512m"))
+                        id_file.read_text().strip(), heap=("512m", "512m"), prefix=prefix)
 
 
 # KRaft's own line for a node taking a role: "[RaftManager id=2] Completed transition to Leader(... epoch=3"
