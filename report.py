@@ -32,12 +32,14 @@ VARIANT_NAMES = {
     "f": "f: Kafka's exactly-once loop, credit through the inbox",
     "o": "o: the inbox, with the offset in its transaction",
 }
+CLUSTER_FILES = ("cluster.json", "cluster-more.json")  # the second: more of M8, on a second lab beside the first
 CLUSTER_FAULT_NAMES = {
     "leader-kill": "leader SIGKILLed, back after {down_s:g} s", "leader-pause": "leader paused {pause_s:g} s",
     "controller-kill": "active controller SIGKILLed, back after {down_s:g} s",
     "isolate-leader": "leader cut off from everyone for {isolate_s:g} s",
     "pg-failover": "Postgres primary killed, standby promoted",
-    "pg-failover-stalled": "the same, after the standby's stream stalled {stall_s:g} s"}
+    "pg-failover-stalled": "Postgres primary killed after its standby's stream stalled {stall_s:g} s, standby "
+                           "promoted"}
 POINT_NAMES = {"kill": "SIGKILL on M1's schedule", "pg-committed": "planted: after Postgres, before Kafka's commit",
                "kafka-committed": "planted: after Kafka's commit, before the next poll"}
 SOURCE_NAMES = {("relay", "on"): "relay: killed, and crashed between the ack and the mark",
@@ -360,10 +362,10 @@ FINDINGS = [
     ("M7 exactly-once", "eos.json", lambda r, c: (POINT_NAMES[r["point"]], r["variant"])),
     ("M7 publishers", "publish.json", lambda r, c: (SOURCE_NAMES[(r["source"], r["idempotence"])], r["variant"])),
     ("M1 hard kills", "kill-o.json", lambda r, c: ("SIGKILL", r["variant"])),
-    ("M8 replicated lab", "cluster.json", lambda r, c: (
+    *[("M8 replicated lab", name, lambda r, c: (
         CLUSTER_FAULT_NAMES[r["fault"]].format(**c) + (f", {r['replication']} standby" if r["fault"].startswith("pg-")
                                                        else "") + ("" if r["acks"] == "all" else f", acks={r['acks']}"),
-        r["variant"])),
+        r["variant"])) for name in CLUSTER_FILES],
 ]
 
 
@@ -418,18 +420,24 @@ def publish_section() -> str:
             f"From `results/publish.json`: {provenance(publish)}.\n")
 
 
+def cluster_runs() -> list[tuple[dict, dict]]:
+    """(run, its file's config) for every M8 run in every file that holds some."""
+    return [(r, doc["config"]) for doc in filter(None, map(load, CLUSTER_FILES)) for r in doc["runs"]]
+
+
 def cluster_section() -> str:
     cluster = need("cluster.json", "make measure-cluster")
     c = cluster["config"]
     groups = {}
-    for r in cluster["runs"]:
-        groups.setdefault((r["fault"], r["variant"], r["replication"], r["acks"]), []).append(r)
-    rows = [[CLUSTER_FAULT_NAMES[fault].format(**c), VARIANT_NAMES[variant],
+    for r, config in cluster_runs():
+        fault = CLUSTER_FAULT_NAMES[r["fault"]].format(**config)
+        groups.setdefault((fault, r["fault"], r["variant"], r["replication"], r["acks"]), []).append(r)
+    rows = [[name, VARIANT_NAMES[variant],
              replication if fault.startswith("pg-") else "–", acks, len(mine), sum(r["duplicates"] for r in mine),
              f"{sum(r['lost'] for r in mine):,}", sum(r["acked_missing"] for r in mine),
              spread(results.stats(r["longest_stall_s"] for r in mine), 1),
              f"{sum(bool(r['balances_exact']) for r in mine)} of {len(mine)}"]
-            for (fault, variant, replication, acks), mine in groups.items()]
+            for (name, fault, variant, replication, acks), mine in groups.items()]
     return (markdown_table(["Fault", "Variant", "Postgres standby", "acks", "Runs", "Duplicates", "Lost",
                             "Acknowledged records missing", "Longest stall, s", "Exact balances"], rows,
                            text_columns=4)
@@ -438,7 +446,8 @@ def cluster_section() -> str:
             f"{c['rate']:g} a second into {c['partitions']} partitions (replication factor 3, min.insync.replicas 2) "
             f"while one consumer reads them; the fault comes {c['fault_after_s']:g} s after its first credit. "
             f"Acknowledged records missing: IDs the publisher's journal says the broker acknowledged, not in the "
-            f"log afterwards. From `results/cluster.json`: {provenance(cluster)}.\n")
+            f"log afterwards. From `results/cluster.json` and `results/cluster-more.json` (the same harness on a "
+            f"second replicated lab, on other ports, beside the first; both only count): {provenance(cluster)}.\n")
 
 
 def offsets_section() -> str:
@@ -448,7 +457,7 @@ def offsets_section() -> str:
         c = cluster["config"]
         for replication in ("async", "sync"):
             for variant in ("c", "o"):
-                mine = [r for r in cluster["runs"] if r["fault"] == "pg-failover-stalled" and r["variant"] == variant
+                mine = [r for r, _ in cluster_runs() if r["fault"] == "pg-failover-stalled" and r["variant"] == variant
                         and r["replication"] == replication]
                 if mine:
                     rows.append([f"M8: the standby's stream stalled {c['stall_s']:g} s, the primary killed, "
@@ -466,7 +475,7 @@ def offsets_section() -> str:
     if not rows:
         raise Missing("_No results for o yet: run `make measure-cluster`, then `python measure_kill.py --variant o` "
                       "and `python measure_rebalance.py --variant o`._\n")
-    text = markdown_table(["Fault", "Variant", "Runs", "Duplicates", "Lost", "Exact balances"], rows)
+    text = markdown_table(["Fault", "Variant", "Runs", "Duplicates", "Lost", "Exact balances"], rows, text_columns=2)
     text += "\n\nTotals over the runs; each measurement's other parameters as in its own section.\n"
     if cost := load("throughput-offsets.json"):
         s, ratio = cost["summary"]["variants"], cost["summary"]["ratios"].get("o/c")
