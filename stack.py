@@ -333,21 +333,26 @@ def kafka_up(deadline_s: float = 120.0) -> None:
     print(f"kafka: up on {host}:{port} (pid {proc.pid}, version {kafka_version()})")
 
 
-def kafka_down(deadline_s: float = 30.0) -> None:
-    pid = kafka_pid()
-    if pid is None:
-        print("kafka: not running (no live pid file)")
-        KAFKA_PID.unlink(missing_ok=True)
-        return
+def stop_pid(pid: int, what: str, deadline_s: float = 30.0) -> None:
+    """SIGTERM, and SIGKILL if it has not gone within the deadline."""
     os.kill(pid, signal.SIGTERM)
     end = time.monotonic() + deadline_s
     while pid_alive(pid) and time.monotonic() < end:
         time.sleep(0.2)
     if pid_alive(pid):
         os.kill(pid, signal.SIGKILL)
-        print(f"kafka: did not stop within {deadline_s:g}s, killed")
+        print(f"{what}: did not stop within {deadline_s:g}s, killed")
+    print(f"{what}: stopped (pid {pid})")
+
+
+def kafka_down(deadline_s: float = 30.0) -> None:
+    pid = kafka_pid()
+    if pid is None:
+        print("kafka: not running (no live pid file)")
+        KAFKA_PID.unlink(missing_ok=True)
+        return
+    stop_pid(pid, "kafka", deadline_s)
     KAFKA_PID.unlink(missing_ok=True)
-    print(f"kafka: stopped (pid {pid})")
 
 
 # --- PostgreSQL ----------------------------------------------------------------
@@ -722,16 +727,6 @@ def cluster_up(mode: str | None) -> None:
     fetch_kafka()
     cluster_postgres_up(mode)
     cluster_kafka_up()
-
-
-def stop_pid(pid: int, what: str, deadline_s: float = 30.0) -> None:
-    os.kill(pid, signal.SIGTERM)
-    end = time.monotonic() + deadline_s
-    while pid_alive(pid) and time.monotonic() < end:
-        time.sleep(0.2)
-    if pid_alive(pid):
-        os.kill(pid, signal.SIGKILL)
-    print(f"{what}: stopped (pid {pid})")
 
 
 def cluster_down() -> None:
