@@ -453,17 +453,20 @@ def cluster_section() -> str:
 def offsets_section() -> str:
     """o against c: under the failover that loses c's credits, under M1 and M2, and what it costs."""
     rows = []
-    if cluster := load("cluster.json"):
-        c = cluster["config"]
-        for replication in ("async", "sync"):
-            for variant in ("c", "o"):
-                mine = [r for r, _ in cluster_runs() if r["fault"] == "pg-failover-stalled" and r["variant"] == variant
-                        and r["replication"] == replication]
-                if mine:
-                    rows.append([f"M8: the standby's stream stalled {c['stall_s']:g} s, the primary killed, "
-                                 f"{replication} standby promoted", variant, len(mine),
-                                 sum(r["duplicates"] for r in mine), f"{sum(r['lost'] for r in mine):,}",
-                                 f"{sum(bool(r['balances_exact']) for r in mine)} of {len(mine)}"])
+    # c and o interleaved run by run in one invocation (cluster-offsets.json), then each mode as M8 ran it.
+    sets = [(doc, "c and o interleaved, one invocation") for doc in [load("cluster-offsets.json")] if doc]
+    sets += [({"config": config, "runs": [r]}, "M8's table") for r, config in cluster_runs()]
+    groups = {}
+    for doc, how in sets:
+        for r in doc["runs"]:
+            if r["fault"] == "pg-failover-stalled" and r["variant"] in ("c", "o"):
+                key = (how, r["replication"], r["variant"], doc["config"]["stall_s"])
+                groups.setdefault(key, []).append(r)
+    for (how, replication, variant, stall_s), mine in groups.items():
+        rows.append([f"M8, {how}: the standby's stream stalled {stall_s:g} s, the primary killed, {replication} "
+                     "standby promoted", variant, len(mine), sum(r["duplicates"] for r in mine),
+                     f"{sum(r['lost'] for r in mine):,}",
+                     f"{sum(bool(r['balances_exact']) for r in mine)} of {len(mine)}"])
     for name, label in (("kill-o.json", "M1: {kills} SIGKILLs a run"), ("rebalance-o-classic.json",
                                                                         "M2: a {slow_seconds:g} s stall every "
                                                                         "{slow_every}th event")):
