@@ -15,8 +15,9 @@ When it reads the database's offsets and seeks there:
     after every reconnect, before anything else: the server it reached (perhaps a
     promoted standby) may hold less than the one it lost, and whatever had been
     fetched is dropped.
-Kafka's committed offset is still written after each transaction, for lag
-monitoring and tools, and never read.
+Kafka's committed offset is still written after each transaction, and the
+database's offsets again after each seek, for lag monitoring and tools; it is
+never read.
 
 The cost: one more row written in every transaction, and a seek on every
 assignment and reconnect.
@@ -29,10 +30,11 @@ import logging
 import threading
 
 import psycopg
-from confluent_kafka import OFFSET_BEGINNING, Consumer, Message, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Message, TopicPartition
 
 import cli
 from consume import (
+    COMMIT_FAILED_LOG,
     CONSUMER_NAME,
     commit_offset,
     consuming,
@@ -69,6 +71,18 @@ def stored_offsets(conn: psycopg.Connection, partitions: list[TopicPartition],
             for tp in partitions]
 
 
+def tell_kafka(consumer: Consumer, offsets: list[TopicPartition]) -> None:
+    """Commit the database's offsets to Kafka too, so that its lag tells the truth. Without this
+    a partition whose last message was handled, but whose Kafka commit failed (an eviction),
+    shows a lag of one for ever: the next owner starts past that message and commits nothing."""
+    known = [tp for tp in offsets if tp.offset >= 0]
+    if known:
+        try:
+            consumer.commit(offsets=known, asynchronous=False)
+        except KafkaException as e:
+            log.warning(COMMIT_FAILED_LOG, e.args[0].name())
+
+
 def process_and_record(conn: psycopg.Connection, msg: Message, dead_letters, handle, apply) -> str:
     """consume.process and the offset, in one transaction: handle_once's own transaction
     becomes a savepoint inside it. A skip and a dead letter move the offset too."""
@@ -100,6 +114,7 @@ def run_with_offsets(topic: str, group: str, apply=credit_account, *, handle=Non
             raise RuntimeError("the database kept reconnecting while partitions were assigned")
         log.info(RESEEKED_LOG, "assignment", describe(start))
         consumer.assign(start)
+        tell_kafka(consumer, start)
 
     with consuming(topic, group, dsn, overrides, on_assign=seek_on_assign) as (consumer, dead_letters, db):
         holder["db"] = db
@@ -111,6 +126,7 @@ def run_with_offsets(topic: str, group: str, apply=credit_account, *, handle=Non
             for tp in offsets:
                 consumer.seek(tp)
             log.warning(RESEEKED_LOG, "a reconnect", describe(offsets))
+            tell_kafka(consumer, offsets)
             raise Reseeked()
 
         db.on_reconnect = reseek

@@ -115,3 +115,20 @@ def test_a_database_that_forgets_a_tail(variant, topic, group, schema, conn):
         assert (verdict["duplicates"], verdict["lost"], verdict["balances_exact"]) == (0, 0, True)
     else:
         assert verdict["duplicates"] == 0 and verdict["lost"] > 0
+
+
+def test_kafkas_lag_catches_up_with_the_database_without_a_new_message(topic, group, dsn, conn):
+    """The database says everything is handled, Kafka's last commit says otherwise (a commit
+    lost in an eviction): the next owner reads nothing, and still Kafka's lag ends at 0."""
+    harness.produce_events(topic, harness.make_events(10, prefix="ol", seed=4))
+    committer = Consumer({"bootstrap.servers": BROKERS, "group.id": group, "enable.auto.commit": False})
+    committer.commit(offsets=[TopicPartition(topic, 0, 9)], asynchronous=False)
+    committer.close()
+    conn.execute("INSERT INTO consumer_offsets VALUES (%s, %s, 0, 10)", (consume.CONSUMER_NAME, topic))
+    stop, thread = run_in_thread(consume_offsets.run_with_offsets, topic=topic, group=group, dsn=dsn)
+    try:
+        harness.wait_until(lambda: harness.lag(group, topic) == 0, 30, "Kafka's lag at 0")
+    finally:
+        stop.set()
+        thread.join(30)
+    assert conn.execute("SELECT count(*) FROM ledger").fetchone()[0] == 0
