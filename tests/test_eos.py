@@ -40,11 +40,13 @@ def test_a_worker_dying_after_postgres_before_kafka(variant, topic, group, dsn, 
         assert log_copies(published, harness.record_ids(out, "read_committed")) == {
             "copies": 0, "missing": 0, "unexpected": 0}
         # The dead pass's output records (all but the 15th's: it died before producing it) were
-        # aborted with it; only read_uncommitted sees them.
+        # aborted with it; only read_uncommitted sees them. How many there were depends on where
+        # the pass began (a quiet moment ends a pass early), so the test counts them, not assumes.
         aborted = len(harness.record_ids(out, "read_uncommitted")) - EVENTS
-        assert aborted >= 1
+        assert aborted >= 0
         assert distinct == EVENTS
-        # f skipped the dead pass's credits on their second delivery; e applied each of them again.
+        # f skipped the dead pass's credits on their second delivery; e applied each of them again,
+        # the 15th included.
         assert rows == EVENTS + (0 if variant == "f" else aborted + 1)
     finally:
         harness.delete_topics(out)
