@@ -46,8 +46,12 @@ def test_a_worker_dying_after_postgres_before_kafka(variant, topic, group, dsn, 
         assert aborted >= 0
         assert distinct == EVENTS
         # f skipped the dead pass's credits on their second delivery; e applied each of them again,
-        # the 15th included.
-        assert rows == EVENTS + (0 if variant == "f" else aborted + 1)
+        # the 15th included: at least every one whose record reached the broker (and was aborted),
+        # and those whose records were still in the client's queue when it died.
+        if variant == "f":
+            assert rows == EVENTS
+        else:
+            assert rows >= EVENTS + aborted + 1
     finally:
         harness.delete_topics(out)
 
