@@ -84,12 +84,18 @@ def through_relay(space, events, config, seed, log_path) -> list[dict]:
                                   lambda w: started(w, done), after_kill)
     app.join()
     last = start()  # the relay that finishes the outbox; its planted crashes, if any are left, restart it
-    while not done():
+
+    def finished() -> bool:
+        nonlocal last
         if last.proc.poll() is not None:
             fault_log.append({"fault": len(fault_log) + 1, "life_s": None, "planted": True, "counts": {}})
             last = start()
-        time.sleep(0.2)
-    last.stop()
+        return done()
+
+    try:
+        harness.wait_until(finished, 300, "the last relay to empty the outbox", interval_s=0.2)
+    finally:
+        last.stop()
     return fault_log
 
 
