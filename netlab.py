@@ -173,6 +173,13 @@ class Namespace:
         subprocess.run(["ip", "netns", "add", name], check=True, capture_output=True)
         try:
             self.run("ip", "link", "set", "lo", "up")
+            # Every port named here is one a process in here listens on (the relay's, or a server's
+            # started later). Outgoing connections take their source port from the ephemeral range,
+            # which holds them all (32768-60999): a broker's own outgoing connection took the port
+            # its listener was about to bind. Reserved ports are never handed out as source ports.
+            reserved = ",".join(str(port) for port in sorted({*ports, *served}))
+            if reserved:
+                self.run("sh", "-c", f"echo {reserved} > /proc/sys/net/ipv4/ip_local_reserved_ports")
             self.bridge = Bridge(self.directory, ports, served)
             self.relay = subprocess.Popen(
                 [*self.prefix, sys.executable, __file__, "relay", "--socket-dir", str(self.directory),
