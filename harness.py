@@ -510,7 +510,7 @@ WORKER_FLAGS = {
     "group_protocol": ("--group-protocol", None),
     "slow_every": ("--slow-every", None),
     "slow_seconds": ("--slow-seconds", None),
-    "batch": ("--batch", {"d", "raw"}),
+    "batch": ("--batch", {"d", "p", "raw", "db", "db-d"}),
     "lanes": ("--lanes", {"k"}),
     "every": ("--every", {"e", "f"}),
     "window": ("--window", {"k"}),

@@ -28,7 +28,7 @@ import nemesis
 import results
 
 POST_VARIANTS = ("a1", "a2", "b", "c")  # the post's table: what --variant all runs
-VARIANTS = (*POST_VARIANTS, "d", "k", "o")
+VARIANTS = (*POST_VARIANTS, "d", "k", "o", "p")
 
 
 def run_once(variant: str, run: int, config: dict) -> dict:
@@ -88,7 +88,8 @@ def verdict_line(r: dict) -> str:
 
 
 NAMES = {"a1": "auto-commit consumer (a1)", "a2": "batched auto-commit consumer (a2)",
-         "b": "commit-after-the-database consumer (b)", "c": "inbox consumer (c)", "d": "batched inbox consumer (d)"}
+         "b": "commit-after-the-database consumer (b)", "c": "inbox consumer (c)", "d": "batched inbox consumer (d)",
+         "p": "pipelined batched inbox consumer (p)"}
 
 
 def explain(document: dict) -> str:
@@ -117,7 +118,7 @@ def parse_args(argv=None):
     parser.add_argument("--life", type=nemesis.life_range, default=(1.0, 8.0), metavar="MIN,MAX",
                         help="seconds a worker lives after its first side effect")
     parser.add_argument("--session-timeout-ms", type=int, default=6000)
-    parser.add_argument("--batch", type=int, default=500, help="d only: messages per transaction")
+    parser.add_argument("--batch", type=int, default=500, help="d and p: messages per transaction")
     parser.add_argument("--lanes", type=int, default=16, help="k only: handlers at once")
     parser.add_argument("--explain", action="store_true", help="end with three lines on what was measured")
     args = parser.parse_args(argv)
@@ -134,7 +135,7 @@ def main(args) -> int:
               "work_ms": args.work_ms, "life": list(args.life), "seed": args.seed,
               "session_timeout_ms": args.session_timeout_ms, "group_protocol": "classic",
               "kill": "SIGKILL (Popen.kill)", "life_from": "the worker's first side effect"}
-    if args.variant == "d":
+    if args.variant in ("d", "p"):
         config["batch"] = args.batch
     if args.variant == "k":
         config["lanes"] = args.lanes

@@ -35,7 +35,7 @@ import results
 
 # variant: (worker variant, provider mode or None when the effect is the ledger)
 VARIANTS = {"c": ("c", None), "d": ("d", None), "external": ("ext", "keys"), "outbox": ("outbox", "keys"),
-            "o": ("o", None)}
+            "o": ("o", None), "p": ("p", None)}
 COUNTS = ("duplicates", "lost", "retried", "died", "skipped")
 
 
@@ -116,7 +116,7 @@ def parse_args(argv=None):
     parser.add_argument("--consumers", type=int, default=3)
     parser.add_argument("--copies", type=int, default=3, help="times each event is published, on distinct partitions")
     parser.add_argument("--accounts", type=int, default=20)
-    parser.add_argument("--batch", type=int, default=100, help="d only: messages per transaction")
+    parser.add_argument("--batch", type=int, default=100, help="d and p: messages per transaction")
     args = parser.parse_args(argv)
     cli.at_least(parser, args, 1, "consumers", "copies", "accounts", "runs", "events", "partitions", "batch")
     if args.copies > args.partitions:

@@ -36,7 +36,7 @@ import harness
 import nemesis
 import results
 
-VARIANTS = ("b", "c", "d", "k", "o")
+VARIANTS = ("b", "c", "d", "k", "o", "p")
 
 
 def run_once(variant: str, run: int, config: dict) -> dict:
@@ -127,7 +127,7 @@ def parse_args(argv=None):
     parser.add_argument("--max-poll-interval-ms", type=int, default=10000)
     parser.add_argument("--session-timeout-ms", type=int, default=6000)
     parser.add_argument("--group-protocol", choices=("classic", "consumer"), default="classic")
-    parser.add_argument("--batch", type=int, default=500, help="d only: messages per transaction")
+    parser.add_argument("--batch", type=int, default=500, help="d and p: messages per transaction")
     parser.add_argument("--lanes", type=int, default=16, help="k only: handlers at once")
     args = parser.parse_args(argv)
     cli.at_least(parser, args, 1, "runs", "events", "consumers", "partitions", "slow_every")
@@ -145,7 +145,7 @@ def main(args) -> int:
               "slow_every": args.slow_every, "slow_seconds": args.slow_seconds,
               "max_poll_interval_ms": args.max_poll_interval_ms, "session_timeout_ms": args.session_timeout_ms,
               "group_protocol": args.group_protocol, "work_ms": args.work_ms, "seed": args.seed}
-    if args.variant == "d":
+    if args.variant in ("d", "p"):
         config["batch"] = args.batch
     if args.variant == "k":
         config["lanes"] = args.lanes

@@ -26,10 +26,12 @@ import cli
 import harness
 import results
 
-VARIANTS = ("a1", "a2", "b", "c", "d", "k", "o", "raw")
+VARIANTS = ("a1", "a2", "b", "c", "d", "k", "o", "p", "raw", "db", "db-d")
+SELF_TIMED = ("raw", "db", "db-d")  # no ledger to time: the worker times itself and reports
 # top/bottom pairs reported; a pair is skipped when either side was not run.
 RATIOS = (("c", "b"), ("b", "a1"), ("c", "a1"), ("a2", "a1"), ("d", "c"), ("d", "raw"), ("c", "raw"),
-          ("o", "c"), *((f"k@{n}", "c") for n in (1, 4, 16, 64)))
+          ("o", "c"), ("p", "d"), ("p", "db"), ("p", "raw"), ("d", "db-d"), ("db", "db-d"),
+          *((f"k@{n}", "c") for n in (1, 4, 16, 64)))
 
 
 def timing(dsn: str) -> dict:
@@ -62,31 +64,32 @@ def run_once(variant: str, run: int, config: dict) -> dict:
     started = time.monotonic()
     args = harness.worker_args(variant, {"batch": batch, "lanes": lanes, "work_ms": config.get("work_ms", 0),
                                          "window": config.get("window")})
-    if variant == "raw":
+    if variant in SELF_TIMED:
         args += ("--expect", events_count)
     # Generous: 20 msgs/s would be a tenth of the slowest variant seen here.
     deadline = max(120.0, events_count / 20)
     events = harness.make_events(events_count, prefix=f"r{run}", seed=run)
     with harness.run_space("m3", f"{name.replace('@', '-')}-r{run}", config["partitions"]) as space:
-        harness.produce_events(space.topic, events)
+        if variant not in ("db", "db-d"):  # these read nothing from Kafka
+            harness.produce_events(space.topic, events)
         worker = harness.Worker(variant, space.topic, space.group, space.dsn,
                                 harness.log_dir() / f"throughput-{name}-r{run}.log", args)
         try:
-            if variant == "raw":  # no ledger: the worker times itself and reports
-                report = harness.wait_until(lambda: worker.report, deadline, f"raw to read {events_count} messages",
-                                            interval_s=0.5)
+            if variant in SELF_TIMED:
+                report = harness.wait_until(lambda: worker.report, deadline,
+                                            f"{variant} to report on {events_count} messages", interval_s=0.5)
             else:
                 harness.wait_until(lambda: harness.ledger_count(space.admin) >= events_count, deadline,
                                    f"{variant} to apply {events_count} credits", interval_s=1.0)
         finally:
             worker.stop()
         record = {"variant": name, "run": run, "events": events_count}
-        if variant in ("d", "raw"):
+        if variant in ("d", "p", *SELF_TIMED):
             record["batch"] = batch
         if variant == "k":
             record["lanes"] = lanes
-        if variant == "raw":
-            record.update({k: report[k] for k in ("msgs_per_s", "first_to_last_s", "gap_p50_ms", "gap_p99_ms")})
+        if variant in SELF_TIMED:
+            record.update({k: report.get(k) for k in ("msgs_per_s", "first_to_last_s", "gap_p50_ms", "gap_p99_ms")})
             record.update({"duplicates": None, "lost": None, "balances_exact": None})
         else:
             verdict = harness.verdict_of(events, space.admin)
@@ -131,7 +134,7 @@ def parse_args(argv=None):
     parser = cli.measurement("M3: msgs/s per variant, no kills, measured side by side.", None, events=100000,
                              seed=False)
     parser.add_argument("--variants", type=cli.names_of(VARIANTS), default=["raw", "a1", "a2", "b", "c", "d"])
-    parser.add_argument("--batch", type=int, default=500, help="d (and raw): messages per consume() call")
+    parser.add_argument("--batch", type=int, default=500, help="d, p, raw, db, db-d: messages per batch")
     parser.add_argument("--sweep-batch", type=cli.sizes, metavar="N,N,...",
                         help="run only d, once per batch size (default out: results/throughput-batch.json)")
     parser.add_argument("--sweep-lanes", type=cli.sizes, metavar="N,N,...",
@@ -157,7 +160,7 @@ def main(args) -> int:
         names = list(args.variants)
     config = {"variants": names, "runs": args.runs, "events": args.events, "partitions": args.partitions,
               "work_ms": args.work_ms, "kills": 0, "order": "interleaved by run, rotating"}
-    if not sweep and ("d" in args.variants or "raw" in args.variants):
+    if not sweep and {"d", "p", *SELF_TIMED} & set(args.variants):
         config["batch"] = args.batch
     results.drive("measure_throughput", args.out, config, [{"variant": name} for name in names], run_once,
                   summarise, table, verdict_line, args.force, rotate=True)

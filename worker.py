@@ -12,8 +12,13 @@ the inbox is used; the side effect is the same single Postgres transaction
         then one synchronous commit of the batch's offsets
     k   consume_parallel.run_parallel(): handle_once on --lanes threads, one key to one lane,
         each partition's offset committed up to its contiguous watermark
+    p   consume_pipelined.run_pipelined(): d's guarantee, one statement per batch, the next
+        batch read and decoded while the last one commits
     raw the same client reading the topic with no database and no commits: the
         ceiling the client alone reaches, for measure_throughput.py
+    db, db-d  no Kafka and no decoding: --expect credits, built in memory in batches of --batch,
+        through p's statement (db) or d's handle_batch (db-d), one after another on one
+        connection: the database's ceiling for that work, for measure_throughput.py
     ext     the effect is a call to provider.py, with consume_external's lease and --policy
     outbox  the inbox transaction writes an outbox row; a relay makes the call
     relay   the outbox relay (no Kafka), calling provider.py with each row's key
@@ -53,6 +58,7 @@ import cli
 import consume
 import consume_batched
 import consume_parallel
+import consume_pipelined
 from publish import ensure_topic, make_producer
 from settings import BROKERS, DSN
 
@@ -68,8 +74,8 @@ ACK_FAILED_LOG = "acknowledgement failed: %s (%s/%s)"  # share groups: the recor
 # Exit codes of a worker that crashed itself on purpose (a planted crash), not by accident.
 EXIT_CRASHED_AFTER_EFFECT = 3  # the effect landed (a DB commit, a provider call); nothing records it further
 EXIT_CRASHED_BEFORE_CALL = 4  # the lease is taken; the call never went out
-VARIANTS = ("a1", "a2", "b", "c", "d", "k", "raw", "ext", "outbox", "relay", "share-b", "share-c", "e", "f",
-            "kafka-relay", "publisher", "o")
+VARIANTS = ("a1", "a2", "b", "c", "d", "k", "p", "raw", "db", "db-d", "ext", "outbox", "relay", "share-b",
+            "share-c", "e", "f", "kafka-relay", "publisher", "o")
 # Where an e or f worker may crash itself on purpose (--crash-point), once per chosen event.
 CRASH_POINTS = {"pg-committed": "after the event's Postgres commit, before commit_transaction",
                 "kafka-committed": "after commit_transaction of the event's batch, before the next poll",
@@ -172,6 +178,29 @@ def run_raw(topic: str, group: str, stop: threading.Event, expect: int, batch: i
                 expect = 0
     finally:
         consumer.close()
+
+
+def run_db_ceiling(variant: str, count: int, batch: int, accounts: int = 100) -> None:
+    """db and db-d: `count` credits, already decoded, in batches of `batch`, through p's one
+    statement (db) or d's handle_batch (db-d), one batch after another on one connection, as
+    fast as the database takes them; report the rate. The credits look like the harness's
+    (accounts 1..`accounts`, amounts 1..100), with IDs of their own."""
+    import random
+
+    rng = random.Random(count)
+    credits = [(f"db-{n}", {"account_id": rng.randint(1, accounts), "amount": rng.randint(1, 100)})
+               for n in range(1, count + 1)]
+    batches = [credits[i:i + batch] for i in range(0, count, batch)]
+    with psycopg.connect(DSN, autocommit=True) as conn:
+        started = time.monotonic()
+        for chunk in batches:
+            if variant == "db":
+                consume_pipelined.claim_and_credit(conn, dict(chunk))
+            else:
+                consume_batched.handle_batch(conn, chunk)
+        seconds = time.monotonic() - started
+    log.info(REPORT_LOG, json.dumps({"messages": count, "first_to_last_s": round(seconds, 3),
+                                     "msgs_per_s": round(count / seconds, 1), "batch": batch}))
 
 
 def run_auto_commit(topic: str, group: str, apply, stop: threading.Event, batch: int | None, overrides: dict) -> None:
@@ -392,6 +421,27 @@ def main(args) -> None:
     if args.variant in ("ext", "outbox", "relay"):
         run_external(args, stop, overrides)
         return
+    if args.variant in ("db", "db-d"):
+        run_db_ceiling(args.variant, args.expect, args.batch)
+        return
+    if args.variant == "p":
+        def work(events: dict) -> None:
+            for event_id, event in events.items():
+                stall.maybe(None, event_id, event)
+            if args.work_ms:
+                time.sleep(args.work_ms * len(events) / 1000)
+
+        first = threading.Event()
+
+        def after_statement(msgs, outcome):
+            if outcome["applied"] and not first.is_set():
+                first.set()
+                log.info(FIRST_EFFECT_LOG, consume.event_id_of(msgs[0]))
+            crash({consume.event_id_of(m) for m in msgs} if outcome["applied"] else ())
+
+        consume_pipelined.run_pipelined(args.topic, args.group, batch=args.batch, work=work, stop=stop,
+                                        after_db_commit=after_statement, **overrides)
+        return
     if args.variant == "d":
         consume_batched.run_batched(args.topic, args.group, make_apply_batch(args.work_ms, stall), batch=args.batch,
                             stop=stop, after_db_commit=lambda msgs, outcome: crash(
@@ -480,8 +530,10 @@ def parse_args(argv=None):
         parser.error("--variant publisher needs --events-file and --journal")
     if args.work_ms < 0 or args.slow_every < 0 or args.slow_seconds < 0:
         parser.error("--work-ms, --slow-every and --slow-seconds cannot be negative")
-    if args.crash_after and args.variant not in ("b", "c", "d", "k", "o"):
-        parser.error("--crash-after needs a variant that commits by hand (b, c, d, k or o)")
+    if args.crash_after and args.variant not in ("b", "c", "d", "k", "o", "p"):
+        parser.error("--crash-after needs a variant that commits by hand (b, c, d, k, o or p)")
+    if args.variant in ("db", "db-d") and args.expect < 2:
+        parser.error(f"--variant {args.variant} needs --expect N (N >= 2): the credits to time")
     if args.lanes < 1 or args.window < 1:
         parser.error("--lanes and --window must be at least 1")
     if args.batch < 1:

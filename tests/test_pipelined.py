@@ -1,0 +1,181 @@
+"""The pipelined batched inbox (variant p) against a real PostgreSQL and, where it says so,
+a real Kafka: the one statement, its lock order beside d's, poison, a rebalance and kills."""
+import threading
+
+import psycopg
+import pytest
+from helpers import drained, read_all, send
+
+import consume_batched
+import consume_pipelined
+import harness
+import measure_kill
+import measure_rebalance
+from consume_pipelined import claim_and_credit
+
+
+def credits(ids, account=1, amount=10) -> dict:
+    return {i: {"account_id": account, "amount": amount} for i in ids}
+
+
+def per_id(conn) -> dict:
+    return dict(conn.execute("SELECT event_id, count(*) FROM ledger GROUP BY event_id").fetchall())
+
+
+def test_the_statement_applies_new_ids_and_reports_unknown_accounts(conn):
+    events = {**credits(["e1", "e2", "e3"]), "e4": {"account_id": 4242, "amount": 5},
+              "e5": {"account_id": 2, "amount": 7}}
+    applied, rejected = claim_and_credit(conn, events)
+    assert applied == {"e1", "e2", "e3", "e5"} and rejected == {"e4"}
+    assert per_id(conn) == {"e1": 1, "e2": 1, "e3": 1, "e5": 1}
+    balances = conn.execute("SELECT id, balance FROM accounts WHERE id IN (1, 2) ORDER BY id").fetchall()
+    assert balances == [(1, 30), (2, 7)]
+    assert "e4" not in {row[0] for row in conn.execute("SELECT message_id FROM processed_messages")}
+
+
+def test_a_second_delivery_applies_only_what_is_new(conn):
+    claim_and_credit(conn, credits(["e1", "e2"]))
+    applied, _ = claim_and_credit(conn, credits(["e2", "e1", "e3"]))
+    assert applied == {"e3"}
+    assert per_id(conn) == {"e1": 1, "e2": 1, "e3": 1}
+    assert conn.execute("SELECT balance FROM accounts WHERE id = 1").fetchone()[0] == 30
+
+
+def test_ids_repeated_inside_a_batch_of_messages_count_once(topic, group, dsn, conn):
+    """Batch keeps the first copy of each ID; the statement never sees a repeat."""
+    send(topic, [(b"1", b'{"account_id": 1, "amount": 10}', [("event_id", i.encode())])
+                 for i in ("r1", "r2", "r1", "r3", "r2")])
+    stop = threading.Event()
+    thread = threading.Thread(target=consume_pipelined.run_pipelined, args=(topic, group),
+                              kwargs={"dsn": dsn, "stop": stop, "batch": 10}, daemon=True)
+    thread.start()
+    try:
+        drained(group, topic)
+    finally:
+        stop.set()
+        thread.join(30)
+    assert per_id(conn) == {"r1": 1, "r2": 1, "r3": 1}
+    assert conn.execute("SELECT balance FROM accounts WHERE id = 1").fetchone()[0] == 30
+
+
+def test_the_statement_waits_for_a_batch_holding_shared_ids_then_applies_its_own(dsn, conn):
+    """d claims its IDs and holds its transaction; p's statement, overlapping it, must wait on
+    the shared IDs (not fail, not apply them), then apply only its own."""
+    claimed, release = threading.Event(), threading.Event()
+    results, errors = {}, []
+
+    def holding(c, batch):
+        claimed.set()
+        assert release.wait(30)
+        consume_batched.credit_accounts(c, batch)
+
+    def first():
+        with psycopg.connect(dsn, autocommit=True) as c:
+            results["d"] = consume_batched.handle_batch(
+                c, list(credits(["a", "b", "c", "d"]).items()), apply_batch=holding)[0]
+
+    p_conn = psycopg.connect(dsn, autocommit=True)
+
+    def second():
+        try:
+            results["p"] = claim_and_credit(p_conn, credits(["f", "d", "e", "b"]))[0]
+        except Exception as e:  # a deadlock would land here
+            errors.append(e)
+
+    a = threading.Thread(target=first)
+    a.start()
+    assert claimed.wait(30)
+    b = threading.Thread(target=second)
+    b.start()
+    harness.wait_until(lambda: conn.execute("SELECT wait_event_type = 'Lock' FROM pg_stat_activity WHERE pid = %s",
+                                            (p_conn.info.backend_pid,)).fetchone()[0] is True,
+                       30, "p's statement to wait on a shared ID", interval_s=0.02)
+    release.set()
+    a.join(30)
+    b.join(30)
+    p_conn.close()
+    assert not errors
+    assert results["p"] == {"e", "f"}
+    assert per_id(conn) == dict.fromkeys("abcdef", 1)
+    assert conn.execute("SELECT balance FROM accounts WHERE id = 1").fetchone()[0] == 60
+
+
+def test_p_beside_p_and_d_never_deadlocks(dsn, conn):
+    """Rounds of unsynchronised batches over the same IDs and accounts, in opposite orders,
+    from two p's and a d: a lock order that differed between them would deadlock."""
+    errors = []
+
+    def batch_of(round_, ids):
+        return [(f"r{round_}-{i}", {"account_id": i % 7 + 1, "amount": 1}) for i in ids]
+
+    def hammer_p(ids):
+        with psycopg.connect(dsn, autocommit=True) as c:
+            for round_ in range(15):
+                try:
+                    claim_and_credit(c, dict(batch_of(round_, ids)))
+                except psycopg.Error as e:
+                    errors.append(e)
+
+    def hammer_d(ids):
+        with psycopg.connect(dsn, autocommit=True) as c:
+            for round_ in range(15):
+                try:
+                    consume_batched.handle_batch(c, batch_of(round_, ids))
+                except psycopg.Error as e:
+                    errors.append(e)
+
+    threads = [threading.Thread(target=hammer_p, args=(range(100),)),
+               threading.Thread(target=hammer_p, args=(range(99, -1, -1),)),
+               threading.Thread(target=hammer_d, args=(range(50, 150),))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert errors == []
+    assert conn.execute("SELECT count(*), count(DISTINCT event_id) FROM ledger").fetchone() == (2250, 2250)
+    assert conn.execute("SELECT sum(balance) FROM accounts").fetchone()[0] == 2250
+
+
+def test_poison_inside_a_batch_goes_to_dlq_before_the_offsets_move(topic, group, dsn, conn):
+    good = (b"1", b'{"account_id": 1, "amount": 100}', [("event_id", b"g-1")])
+    send(topic, [good, (b"1", b"not json", [("event_id", b"p-1")]),
+                 (b"9", b'{"account_id": 9999, "amount": 5}', [("event_id", b"p-2")]),
+                 (b"1", b'{"account_id": 1, "amount": 100}', [("event_id", b"g-2")]), good])
+    stop = threading.Event()
+    thread = threading.Thread(target=consume_pipelined.run_pipelined, args=(topic, group),
+                              kwargs={"dsn": dsn, "stop": stop, "batch": 2}, daemon=True)
+    thread.start()
+    try:
+        drained(group, topic)
+    finally:
+        stop.set()
+        thread.join(30)
+    reasons = sorted(dict(m.headers())["dlq_reason"].decode() for m in read_all(topic + ".dlq", 2))
+    assert reasons[0] == "unknown account 9999" and reasons[1].startswith("value is not JSON")
+    assert per_id(conn) == {"g-1": 1, "g-2": 1}
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("services")
+def test_pipelined_inbox_survives_hard_kills():
+    config = {"runs": 1, "kills": 3, "events": 6000, "partitions": 3, "work_ms": 2, "life": [0.5, 1.5],
+              "seed": 12, "session_timeout_ms": 2000, "heartbeat_interval_ms": 500, "batch": 50}
+    record = measure_kill.run_once("p", 1, config)
+    assert record["kills"] == 3, record["kill_log"]
+    assert (record["duplicates"], record["lost"], record["unexpected"]) == (0, 0, 0)
+    assert record["balances_exact"] is True
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("services")
+def test_a_stalled_batch_beside_a_rebalance_writes_nothing_twice():
+    """M2's stall, for p: the database thread stalls 5 s on one batch while the main thread
+    goes on polling (so librdkafka sees no missed poll, unlike d), and the second consumer's
+    join revokes partitions whose batch is still in flight. Whoever ends up with it, each
+    credit lands once."""
+    config = {"events": 20, "consumers": 2, "partitions": 2, "slow_every": 15, "slow_seconds": 5,
+              "max_poll_interval_ms": 3000, "session_timeout_ms": 2000, "work_ms": 5, "seed": 3, "batch": 10,
+              "group_protocol": "classic"}
+    record = measure_rebalance.run_once("p", 1, config)
+    assert record["stalls"] == 1, record["examples"]
+    assert (record["duplicates"], record["lost"]) == (0, 0), record
