@@ -1,15 +1,20 @@
 """Per-key parallel handlers inside a partition (variant k): consume.py's guarantee, many
 handlers at once, the offset committed only up to the contiguous watermark.
 
-Claim: every message goes, by its key, to one of `lanes` threads, and each lane runs
-handle_once in its own transaction on its own connection. A key with messages in flight
-always goes to the lane that has them, so one key's messages run one at a time, in order;
-a key with none in flight goes to the lane with the least work, so that lanes stay evenly
-loaded whatever the keys hash to, and the map of keys to lanes holds only keys in flight. A partition's committed offset
-is its contiguous watermark: the offset after the highest one below which every message
-has a durable outcome (applied, skipped, or dead-lettered and confirmed). It never moves
-past an unfinished message, so a crash replays at most the window that was in flight, and
-the inbox skips whatever of it had committed. Keys need no order between them.
+Claim: `lanes` threads run handle_once, each in its own transaction on its own connection,
+and one key's messages run one at a time, in the order they were read; keys need no order
+between them. Each key with messages waiting has a queue of its own; a lane takes the next
+key that has one and is not being handled, handles its oldest message, and hands the key
+back. So a key never runs on two lanes at once, and no lane idles while some key waits:
+the lanes are as busy as the keys allow, whatever the keys hash to. (An earlier version
+gave each lane a queue and kept a key on the lane that had it in flight: with a window of
+hundreds, a key was always in flight, so keys never moved, and the lanes with more keys
+set the pace while the rest waited; the lane sweep measured that as about half of the
+lanes' worth.) A partition's committed offset is its contiguous watermark: the offset
+after the highest one below which every message has a durable outcome (applied, skipped,
+or dead-lettered and confirmed). It never moves past an unfinished message, so a crash
+replays at most the window that was in flight, and the inbox skips whatever of it had
+committed.
 
 - Backpressure: a partition with `window` messages in flight is paused, and resumed once a
   quarter of them are done (what the client had already fetched may still arrive). Early,
@@ -86,56 +91,100 @@ class Window:
         return moved
 
 
-class Lane(threading.Thread):
-    """One key's worth of order: takes (window, message) pairs and handles them one by one."""
+class Keys:
+    """The work waiting, a queue per key, and which keys a lane holds. A key is ready when it
+    has messages waiting and no lane holds it; lanes take ready keys oldest first."""
 
-    def __init__(self, dsn: str, dead_letters: Producer, apply, handle, finished: queue.Queue, after_db_commit):
+    def __init__(self):
+        self.changed = threading.Condition()
+        self.waiting: dict[bytes, collections.deque] = {}  # keys with messages not yet taken
+        self.ready: collections.deque = collections.deque()  # waiting keys that no lane holds
+        self.held: set[bytes] = set()
+        self.closed = False
+
+    def put(self, key: bytes, item) -> None:
+        with self.changed:
+            queued = self.waiting.setdefault(key, collections.deque())
+            queued.append(item)
+            if len(queued) == 1 and key not in self.held:
+                self.ready.append(key)
+                self.changed.notify()
+
+    def take(self):
+        """(key, its oldest message) for a lane, which holds the key until give_back(); None once closed."""
+        with self.changed:
+            while not self.ready and not self.closed:
+                self.changed.wait()
+            if self.closed:
+                return None
+            key = self.ready.popleft()
+            self.held.add(key)
+            queued = self.waiting[key]
+            item = queued.popleft()
+            if not queued:
+                del self.waiting[key]
+            return key, item
+
+    def give_back(self, key: bytes) -> None:
+        with self.changed:
+            self.held.discard(key)
+            if key in self.waiting:  # more of it came meanwhile: ready again, behind the others
+                self.ready.append(key)
+                self.changed.notify()
+
+    def close(self) -> None:
+        with self.changed:
+            self.closed = True
+            self.changed.notify_all()
+
+
+class Lane(threading.Thread):
+    """One handler: takes a key's oldest message, handles it, gives the key back."""
+
+    def __init__(self, dsn: str, keys: Keys, dead_letters: Producer, apply, handle, finished: queue.Queue,
+                 after_db_commit):
         super().__init__(daemon=True)
-        self.inbox = queue.Queue()
-        self.load = 0  # messages given to this lane and not yet finished (the main thread's count)
+        self.keys = keys
         self.db = Database(dsn)
         self.dead_letters, self.apply, self.handle = dead_letters, apply, handle
         self.finished, self.after_db_commit = finished, after_db_commit
 
     def run(self) -> None:
-        while (item := self.inbox.get()) is not None:
-            window, msg = item
-            if window.abandoned.is_set():
-                self.finished.put(("abandoned", window, msg, None))
-                continue
-            try:
-                outcome = self.db.run(process, msg, self.dead_letters, self.handle, self.apply)
-            except BaseException as e:  # noqa: BLE001 - the consumer stops on it, in the main thread
-                self.finished.put(("failed", window, msg, e))
-                return
-            if self.after_db_commit is not None:
-                self.after_db_commit(msg, outcome)
-            self.finished.put(("done", window, msg, outcome))
-        self.db.close()
+        try:
+            while (taken := self.keys.take()) is not None:
+                key, (window, msg) = taken
+                if window.abandoned.is_set():
+                    self.finished.put(("abandoned", window, msg, None))
+                    self.keys.give_back(key)
+                    continue
+                try:
+                    outcome = self.db.run(process, msg, self.dead_letters, self.handle, self.apply)
+                except BaseException as e:  # noqa: BLE001 - the consumer stops on it, in the main thread
+                    self.finished.put(("failed", window, msg, e))
+                    return  # the key stays held: nothing more of it runs
+                if self.after_db_commit is not None:
+                    self.after_db_commit(msg, outcome)
+                self.finished.put(("done", window, msg, outcome))
+                self.keys.give_back(key)
+        finally:
+            self.db.close()
 
 
 class Parallel:
     """The main thread's side: dispatch by key, collect outcomes, commit watermarks, pause and resume."""
 
-    def __init__(self, consumer: Consumer, lanes: list[Lane], finished: queue.Queue, window: int,
+    def __init__(self, consumer: Consumer, keys: Keys, finished: queue.Queue, window: int,
                  revoke_wait_s: float = REVOKE_WAIT_S):
-        self.consumer, self.lanes, self.finished, self.window = consumer, lanes, finished, window
+        self.consumer, self.keys, self.finished, self.window = consumer, keys, finished, window
         self.revoke_wait_s = revoke_wait_s
         self.windows: dict[tuple[str, int], Window] = {}
-        self.keys: dict[bytes, list] = {}  # key -> [its lane, its messages in flight]: keys in flight only
 
     def dispatch(self, msg: Message) -> None:
         key = (msg.topic(), msg.partition())
         window = self.windows.get(key) or self.windows.setdefault(key, Window(*key))
         window.offsets.append(msg.offset())
         window.in_flight += 1
-        held = self.keys.get(msg.key() or b"")
-        if held is None:  # none of this key in flight: the least loaded lane takes it
-            held = self.keys[msg.key() or b""] = [min(self.lanes, key=lambda lane: lane.load), 0]
-        held[1] += 1
-        lane = held[0]
-        lane.load += 1
-        lane.inbox.put((window, msg))
+        self.keys.put(msg.key() or b"", (window, msg))
         if window.in_flight >= self.window and not window.paused:
             self.consumer.pause([TopicPartition(*key)])
             window.paused = True
@@ -151,11 +200,6 @@ class Parallel:
             if kind == "failed":
                 raise detail
             window.in_flight -= 1
-            held = self.keys[msg.key() or b""]
-            held[0].load -= 1
-            held[1] -= 1
-            if held[1] == 0:  # the key's last message in flight: it may go to any lane next time
-                del self.keys[msg.key() or b""]
             if kind == "done":
                 window.done.add(msg.offset())
             wait_s, deadline = 0.0, time.monotonic()  # after the first, take only what is already there
@@ -240,14 +284,15 @@ def run_parallel(topic: str, group: str, apply=credit_account, *, lanes: int = 1
     with consuming(topic, group, dsn, overrides, on_revoke=revoked, on_lost=lost,
                    on_assign=lambda consumer, partitions: assigned.extend(partitions)) as (consumer, dead_letters, db):
         db.close()  # each lane has its own connection
-        workers = [Lane(dsn, dead_letters, apply, handle or handle_once, finished, after_db_commit)
+        keys = Keys()
+        workers = [Lane(dsn, keys, dead_letters, apply, handle or handle_once, finished, after_db_commit)
                    for _ in range(lanes)]
         for lane in workers:
             lane.start()
         # The revocation waits inside poll(): a third of max.poll.interval.ms at most, or the wait
         # itself would get this member thrown out of the group.
         max_poll_s = int(overrides.get("max.poll.interval.ms", 300000)) / 1000
-        parallel = Parallel(consumer, workers, finished, window, min(REVOKE_WAIT_S, max_poll_s / 3))
+        parallel = Parallel(consumer, keys, finished, window, min(REVOKE_WAIT_S, max_poll_s / 3))
         state.append(parallel)
         last_commit = time.monotonic()
         try:
@@ -269,8 +314,7 @@ def run_parallel(topic: str, group: str, apply=credit_account, *, lanes: int = 1
                     parallel.collect(wait_s=0.05)
             parallel.let_go([TopicPartition(t, p) for t, p in list(parallel.windows)], commit=True)
         finally:
-            for lane in workers:
-                lane.inbox.put(None)
+            keys.close()
 
 
 def main() -> None:

@@ -42,11 +42,6 @@ class FakeMessage:
         return self._offset
 
 
-class FakeLane:
-    def __init__(self):
-        self.load, self.inbox = 0, queue.Queue()
-
-
 class FakeConsumer:
     def pause(self, partitions):
         pass
@@ -55,24 +50,68 @@ class FakeConsumer:
         pass
 
 
-def test_a_key_in_flight_keeps_its_lane_and_a_new_key_takes_the_least_loaded():
-    """No services: the dispatcher alone. One key's messages in flight stay on one lane (their
-    order); a key with none in flight goes where the least work is, wherever its hash would."""
-    lanes, finished = [FakeLane(), FakeLane(), FakeLane()], queue.Queue()
-    parallel = consume_parallel.Parallel(FakeConsumer(), lanes, finished, window=100)
+def test_a_held_key_waits_and_every_other_key_is_taken_first():
+    """No services: the scheduler alone. A key's next message is not handed out while a lane
+    holds the key; the other keys are, oldest first; a key given back queues behind them."""
+    keys = consume_parallel.Keys()
     for offset, key in enumerate([b"a", b"a", b"b", b"c", b"a", b"d"]):
+        keys.put(key, offset)
+    assert keys.take() == (b"a", 0)
+    assert [keys.take() for _ in range(3)] == [(b"b", 2), (b"c", 3), (b"d", 5)]  # not a's 1: a is held
+    keys.give_back(b"b")
+    keys.give_back(b"a")
+    assert keys.take() == (b"a", 1)
+    keys.put(b"b", 6)
+    keys.give_back(b"a")
+    assert [keys.take(), keys.take()] == [(b"b", 6), (b"a", 4)]
+    keys.close()
+    assert keys.take() is None
+
+
+def test_lanes_never_hold_one_key_at_once_and_keep_each_keys_order():
+    """No services: 8 threads take from 20 keys as fast as they can; each key's items must come
+    out in the order they went in, and never on two threads at the same time."""
+    keys, lock = consume_parallel.Keys(), threading.Lock()
+    held, seen, overlaps = set(), {}, []
+
+    def lane():
+        while (taken := keys.take()) is not None:
+            key, n = taken
+            with lock:
+                if key in held:
+                    overlaps.append(key)
+                held.add(key)
+                seen.setdefault(key, []).append(n)
+            with lock:
+                held.discard(key)
+            keys.give_back(key)
+
+    threads = [threading.Thread(target=lane) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for n in range(4000):
+        keys.put(b"k%d" % (n % 20), n)
+    harness.wait_until(lambda: sum(map(len, seen.values())) == 4000, 30, "every item taken", interval_s=0.01)
+    keys.close()
+    for t in threads:
+        t.join(10)
+    assert overlaps == []
+    assert all(ns == sorted(ns) for ns in seen.values()) and len(seen) == 20
+
+
+def test_the_dispatcher_counts_each_partitions_window_and_the_watermark_follows_the_lanes():
+    keys, finished = consume_parallel.Keys(), queue.Queue()
+    parallel = consume_parallel.Parallel(FakeConsumer(), keys, finished, window=100)
+    for offset, key in enumerate([b"a", b"a", b"b"]):
         parallel.dispatch(FakeMessage(key, offset))
-    lane_of = {msg.key(): i for i, lane in enumerate(lanes) for _, msg in list(lane.inbox.queue)}
-    assert [msg.key() for _, msg in list(lanes[lane_of[b"a"]].inbox.queue)] == [b"a", b"a", b"a"]
-    assert len({lane_of[b"a"], lane_of[b"b"], lane_of[b"c"]}) == 3 and lane_of[b"d"] != lane_of[b"a"]
-    assert [lane.load for lane in lanes] == [3, 2, 1]  # a a a | b d | c
-    # every "a" finished: the key leaves the map, and may go to the least loaded lane next
     window = parallel.windows[("t", 0)]
-    for _, msg in list(lanes[lane_of[b"a"]].inbox.queue):
-        finished.put(("done", window, msg, "applied"))
+    assert window.in_flight == 3
+    first_a, second_b = keys.take(), keys.take()
+    finished.put(("done", window, first_a[1][1], "applied"))
+    finished.put(("done", window, second_b[1][1], "applied"))
     parallel.collect()
-    assert b"a" not in parallel.keys and set(parallel.keys) == {b"b", b"c", b"d"}
-    assert window.watermark() == 2  # offsets 0 and 1 ("a", "a") done; 2 ("b") is not
+    assert window.in_flight == 1
+    assert window.watermark() == 1  # offset 0 ("a") and 2 ("b") done; 1 (the second "a") is not
 
 
 def run_in_thread(topic, group, dsn, **options):
