@@ -31,8 +31,12 @@ VARIANT_NAMES = {
     "e": "e: Kafka's exactly-once loop, credit without the inbox",
     "f": "f: Kafka's exactly-once loop, credit through the inbox",
     "o": "o: the inbox, with the offset in its transaction",
+    "p": "p: pipelined batched inbox, one statement per batch",
+    "db": "db: p's statement alone, batches built in memory",
+    "db-d": "db-d: d's statements alone, batches built in memory",
 }
-CLUSTER_FILES = ("cluster.json", "cluster-more.json")  # the second: more of M8, on a second lab beside the first
+# the others: more of M8, on second labs beside the first (cluster-more-b.json: the default ports, beside -more)
+CLUSTER_FILES = ("cluster.json", "cluster-more.json", "cluster-more-b.json")
 CLUSTER_FAULT_NAMES = {
     "leader-kill": "leader SIGKILLed, back after {down_s:g} s", "leader-pause": "leader paused {pause_s:g} s",
     "controller-kill": "active controller SIGKILLed, back after {down_s:g} s",
@@ -97,11 +101,12 @@ def kill_section() -> str:
     rates = (throughput or {}).get("summary", {}).get("variants", {})
     summaries = dict(kill["summary"])
     runs = {v: [r for r in kill["runs"] if r["variant"] == v] for v in kill["summary"]}
-    batched = {name: doc for name in ("kill-d.json", "kill-d-batch50.json")
-               if (doc := load(name)) and "d" in doc["summary"]}
+    batched = {name: doc for name in ("kill-d.json", "kill-d-batch50.json", "kill-p.json")
+               if (doc := load(name)) and {"d", "p"} & set(doc["summary"])}
     for doc in batched.values():
-        summaries[f"d@{doc['config']['batch']}"] = doc["summary"]["d"]
-        runs[f"d@{doc['config']['batch']}"] = doc["runs"]
+        variant = next(iter(doc["summary"]))
+        summaries[f"{variant}@{doc['config']['batch']}"] = doc["summary"][variant]
+        runs[f"{variant}@{doc['config']['batch']}"] = doc["runs"]
     c = kill["config"]
     rows = ["| Variant | Runs | Kills | Duplicates per run | Lost per run | Skipped duplicates | Exact balances "
             "| Throughput, no kills (msgs/s) | Post: duplicates | Post: lost | Post: msgs/s |",
@@ -109,9 +114,9 @@ def kill_section() -> str:
     for variant, s in summaries.items():
         p = post["kill"]["variants"].get(variant)
         rate = spread(rates[variant]["msgs_per_s"], 1) if variant in rates else "–"
-        if variant.startswith("d@"):
-            name = f"{VARIANT_NAMES['d']}, {variant[2:]} messages"
-            rate = spread(rates["d"]["msgs_per_s"], 1) + " (500 a batch)" if "d" in rates else "–"
+        if variant[:2] in ("d@", "p@"):
+            name = f"{VARIANT_NAMES[variant[0]]}, {variant[2:]} messages"
+            rate = spread(rates[variant[0]]["msgs_per_s"], 1) + " (500 a batch)" if variant[0] in rates else "–"
         else:
             name = VARIANT_NAMES[variant]
         post_rate = post["throughput"]["variants"].get(variant, {}).get("msgs_per_s", "–")
@@ -127,7 +132,8 @@ def kill_section() -> str:
               f"From `results/kill.json`: {provenance(kill)}.")
     for name, doc in batched.items():
         d_kills = sum(r["kills"] for r in doc["runs"])
-        legend += (f" Row d, {doc['config']['batch']} messages, from `results/{name}`: the same parameters, "
+        legend += (f" Row {next(iter(doc['summary']))}, {doc['config']['batch']} messages, from `results/{name}`: "
+                   "the same parameters, "
                    f"{doc['config']['batch']} messages per transaction, {d_kills} kills over its runs")
         if d_kills < doc["config"]["kills"] * len(doc["runs"]):
             legend += (" (a life's kill clock starts at its first committed batch, so with large batches each "
@@ -178,9 +184,26 @@ def batch_section() -> str:
             f"interleaved. From `results/throughput-batch.json`: {provenance(sweep)}.\n")
 
 
-REBALANCE_SETS = [(f"rebalance-{v}-{p}.json", p) for v in ("b", "c", "d", "k", "o")
+REBALANCE_SETS = [(f"rebalance-{v}-{p}.json", p) for v in ("b", "c", "d", "k", "o", "p")
                   for p in ("classic", "consumer")] + [
     (f"rebalance-{v}-consumer-stall20.json", "consumer") for v in ("b", "c")]
+
+
+def pipelined_section() -> str:
+    """p beside d and the ceilings: one invocation, variants interleaved run by run."""
+    doc = need("throughput-pipelined.json", "python measure_throughput.py --variants raw,db-d,db,d,p --runs 5 "
+                                             "--out results/throughput-pipelined.json")
+    stats, ratios = doc["summary"]["variants"], doc["summary"]["ratios"]
+    rows = [[VARIANT_NAMES.get(name, name), s["runs"], spread(s["msgs_per_s"], 1)] for name, s in stats.items()]
+    text = markdown_table(["Variant", "Runs", "msgs/s, median (min–max)"], rows)
+    text += "\n\n" + markdown_table(["Ratio", "Median of per-run ratios (min–max)"],
+                                     [[name, spread(r, 3)] for name, r in ratios.items()])
+    c = doc["config"]
+    return text + (f"\n\n{c['runs']} runs of {c['events']:,} credits per variant on {c['partitions']} partitions, "
+                   f"batches of {c['batch']}, no handler sleep, interleaved run by run in one invocation. db and "
+                   "db-d read nothing from Kafka and decode nothing: they run the same number of credits, already "
+                   "built, through the statements one batch after another on one connection, and time "
+                   f"themselves. From `results/throughput-pipelined.json`: {provenance(doc)}.\n")
 
 
 def rebalance_section() -> str:
@@ -351,9 +374,11 @@ FINDINGS = [
     ("M1 hard kills", "kill-d.json", lambda r, c: ("SIGKILL", f"d, {c['batch']} a batch")),
     ("M1 hard kills", "kill-d-batch50.json", lambda r, c: ("SIGKILL", f"d, {c['batch']} a batch")),
     ("M1 hard kills", "kill-k.json", lambda r, c: ("SIGKILL", f"k, {c['lanes']} lanes")),
+    ("M1 hard kills", "kill-p.json", lambda r, c: ("SIGKILL", f"p, {c['batch']} a batch")),
     *[("M2 rebalance zombie", name, lambda r, c: (
         f"stall {c['slow_seconds']:g} s, {c['group_protocol']} protocol", r["variant"])) for name, _ in REBALANCE_SETS],
     ("M3 throughput", "throughput.json", lambda r, c: ("none", r["variant"])),
+    ("M3 pipelined inbox", "throughput-pipelined.json", lambda r, c: ("none", r["variant"])),
     ("M3 per-key lanes", "throughput-lanes.json", lambda r, c: (f"none, {c['work_ms']:g} ms handler", r["variant"])),
     ("M5 external effects", "external.json", lambda r, c: ("SIGKILL, planted crashes", r["variant"])),
     ("M6 faults", "faults.json", lambda r, c: (r["fault"], r["variant"])),
@@ -446,8 +471,9 @@ def cluster_section() -> str:
             f"{c['rate']:g} a second into {c['partitions']} partitions (replication factor 3, min.insync.replicas 2) "
             f"while one consumer reads them; the fault comes {c['fault_after_s']:g} s after its first credit. "
             f"Acknowledged records missing: IDs the publisher's journal says the broker acknowledged, not in the "
-            f"log afterwards. From `results/cluster.json` and `results/cluster-more.json` (the same harness on a "
-            f"second replicated lab, on other ports, beside the first; both only count): {provenance(cluster)}.\n")
+            "log afterwards. From `results/cluster.json`, `results/cluster-more.json` and "
+            "`results/cluster-more-b.json` (the same harness and parameters; the last two ran at the same time on "
+            f"two replicated labs on different ports, which only count): {provenance(cluster)}.\n")
 
 
 def offsets_section() -> str:
@@ -564,7 +590,8 @@ SECTIONS = {"kill": kill_section, "throughput": throughput_section, "ratios": ra
             "layouts": layouts_section, "sizing": sizing_section, "external": external_section,
             "faults": faults_section, "race": race_section, "findings": findings_section,
             "results-index": results_index_section, "parallel": parallel_section, "eos": eos_section,
-            "publish": publish_section, "cluster": cluster_section, "offsets": offsets_section}
+            "publish": publish_section, "cluster": cluster_section, "offsets": offsets_section,
+            "pipelined": pipelined_section}
 DOCUMENTS = [README, ROOT / "docs" / "results.md"]  # every file with report markers
 
 
