@@ -7,10 +7,12 @@ and the next offset of each of its partitions is committed to Kafka only after t
 statement has returned. Meanwhile the main thread fetches, decodes and validates the
 next batch, so Kafka, Python and Postgres overlap instead of taking turns.
 
-- One database thread runs the batches in the order they were read, so they complete in
-  that order, and each partition's offsets are committed strictly in order.
-- At most two batches are read and not yet committed: one in the statement, one waiting
-  behind it; with both in flight the main thread waits for the first to finish.
+- Database threads (`connections`, one by default) take the batches in the order they were
+  read; whatever order their statements end in, batches are finished (dead letters, then
+  offsets) strictly in that order, so each partition's offsets move forward only, and
+  never past a batch whose statement has not returned.
+- At most `connections` + 1 batches are read and not yet committed; with that many in
+  flight the main thread waits for the oldest to finish.
 - Poison: what fails validation, and events for unknown accounts (the statement claims
   no inbox row for them and reports them), are dead-lettered, durably, before their
   batch's offsets are committed.
@@ -42,6 +44,7 @@ from consume import (
     CONSUMER_NAME,
     DEAD_LETTERED_LOG,
     SKIPPED_LOG,
+    Database,
     PoisonMessage,
     checked_event_id,
     consuming,
@@ -53,7 +56,6 @@ from publish import DEMO_TOPIC
 from settings import DSN
 
 log = logging.getLogger("consume")  # consume.py's logger: one stream for a harness to read
-IN_FLIGHT = 2  # batches read and not yet committed: one in the statement, one waiting behind it
 
 # Why each CTE reads the one before it: Postgres runs a plain SELECT ... FOR UPDATE in WITH
 # only when something reads it, and runs CTEs in the order their data is needed. `locked`
@@ -148,43 +150,64 @@ def finish(batch: Batch, dead_letters, consumer, commit: bool) -> None:
 
 
 class Pipeline:
-    """The database thread and the main thread's view of what is in flight."""
+    """The database threads, one connection each, and the main thread's view of what is in flight.
 
-    def __init__(self, db, work=None, after_db_commit=None):
-        self.db, self.work, self.after_db_commit = db, work, after_db_commit
+    Batches go to whichever thread is free, so with two connections one batch's statement
+    can run while the last one's commit waits for its WAL flush; they come back finished in
+    the order they were read, whatever order the statements ended in."""
+
+    def __init__(self, dbs: list, work=None, after_db_commit=None):
+        self.dbs, self.work, self.after_db_commit = dbs, work, after_db_commit
         self.to_db: queue.Queue = queue.Queue()
         self.done: queue.Queue = queue.Queue()
         self.in_flight = 0
-        self.thread = threading.Thread(target=self._run, daemon=True)
-        self.thread.start()
+        self.sent = self.finished = 0  # sequence numbers: batches read, batches finished in order
+        self.early: dict[int, Batch] = {}  # committed, waiting for an earlier batch to finish
+        self.threads = [threading.Thread(target=self._run, args=(db,), daemon=True) for db in dbs]
+        for thread in self.threads:
+            thread.start()
 
-    def _run(self) -> None:
-        while (batch := self.to_db.get()) is not None:
+    @property
+    def thread(self) -> threading.Thread:
+        return self.threads[0]
+
+    @property
+    def db(self):
+        return self.dbs[0]
+
+    def _run(self, db) -> None:
+        while (item := self.to_db.get()) is not None:
+            seq, batch = item
             try:
-                self.db.run(run_statement, batch, self.work)
+                db.run(run_statement, batch, self.work)
             except BaseException as e:  # noqa: BLE001 - the main thread stops on it
-                self.done.put(e)
+                self.done.put((seq, e))
                 return
             if self.after_db_commit is not None:
                 self.after_db_commit(batch.messages, {"applied": len(batch.applied)})
-            self.done.put(batch)
+            self.done.put((seq, batch))
 
     def submit(self, batch: Batch) -> None:
         self.in_flight += 1
-        self.to_db.put(batch)
+        self.to_db.put((self.sent, batch))
+        self.sent += 1
 
     def collect(self, dead_letters, consumer, wait_s: float = 0.0, commit: bool = True) -> None:
-        """Finish what the database thread has committed, in order; raise what it failed with."""
+        """Finish, in the order they were read, the batches whose statements have returned;
+        raise what a database thread failed with."""
         deadline = time.monotonic() + wait_s
         while self.in_flight:
             try:
-                item = self.done.get(timeout=max(0.0, deadline - time.monotonic()))
+                seq, item = self.done.get(timeout=max(0.0, deadline - time.monotonic()))
             except queue.Empty:
                 return
             if isinstance(item, BaseException):
                 raise item
-            self.in_flight -= 1
-            finish(item, dead_letters, consumer, commit)
+            self.early[seq] = item
+            while self.finished in self.early:  # never an offset past a batch still in a statement
+                self.in_flight -= 1
+                finish(self.early.pop(self.finished), dead_letters, consumer, commit)
+                self.finished += 1
             deadline = time.monotonic()  # after the first, take only what is already there
 
     def drain(self, dead_letters, consumer, commit: bool) -> None:
@@ -193,12 +216,16 @@ class Pipeline:
             self.collect(dead_letters, consumer, wait_s=1.0, commit=commit)
 
     def close(self) -> None:
-        self.to_db.put(None)
+        for _ in self.threads:
+            self.to_db.put(None)
+        for db in self.dbs[1:]:  # the first is consuming()'s, which closes it
+            db.close()
 
 
-def run_pipelined(topic: str, group: str, *, batch: int = 500, work=None, dsn: str = DSN,
+def run_pipelined(topic: str, group: str, *, batch: int = 500, connections: int = 1, work=None, dsn: str = DSN,
                   stop: threading.Event | None = None, after_db_commit=None, **overrides) -> None:
-    """Consume `topic` as `group`, a batch at a time, the next batch read while the last commits.
+    """Consume `topic` as `group`, a batch at a time, the next batch read while the last commits;
+    `connections` statements at once at most.
     `work(events)` runs before each batch's statement (the lab's handler time);
     `after_db_commit(messages, outcome)` runs between the statement and the offset commit."""
     pipeline: list[Pipeline] = []
@@ -213,12 +240,12 @@ def run_pipelined(topic: str, group: str, *, batch: int = 500, work=None, dsn: s
     with consuming(topic, group, dsn, overrides, on_revoke=let_go(True), on_lost=let_go(False)) as (
             consumer, dead_letters, db):
         context.append(dead_letters)
-        pipeline.append(Pipeline(db, work, after_db_commit))
+        pipeline.append(Pipeline([db, *(Database(dsn) for _ in range(connections - 1))], work, after_db_commit))
         flow = pipeline[0]
         try:
             while stop is None or not stop.is_set():
                 flow.collect(dead_letters, consumer)
-                if flow.in_flight >= IN_FLIGHT:
+                if flow.in_flight >= connections + 1:
                     # No poll() here to serve callbacks: it could hand over a message, and one read
                     # past and not handled is one a later commit would skip. librdkafka heartbeats
                     # on its own thread; the statement in flight is the longest this waits.
@@ -242,10 +269,11 @@ def main() -> None:
     parser.add_argument("--topic", default=DEMO_TOPIC)
     parser.add_argument("--group", default=CONSUMER_NAME)
     parser.add_argument("--batch", type=int, default=500, help="messages per statement")
+    parser.add_argument("--connections", type=int, default=1, help="statements at once, one connection each")
     args = parser.parse_args()
-    cli.at_least(parser, args, 1, "batch")
+    cli.at_least(parser, args, 1, "batch", "connections")
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
-    run_pipelined(args.topic, args.group, batch=args.batch)
+    run_pipelined(args.topic, args.group, batch=args.batch, connections=args.connections)
 
 
 if __name__ == "__main__":

@@ -512,6 +512,7 @@ WORKER_FLAGS = {
     "slow_seconds": ("--slow-seconds", None),
     "batch": ("--batch", {"d", "p", "raw", "db", "db-d"}),
     "lanes": ("--lanes", {"k"}),
+    "connections": ("--connections", {"p"}),
     "every": ("--every", {"e", "f"}),
     "window": ("--window", {"k"}),
     "policy": ("--policy", {"ext"}),

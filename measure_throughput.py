@@ -26,11 +26,12 @@ import cli
 import harness
 import results
 
-VARIANTS = ("a1", "a2", "b", "c", "d", "k", "o", "p", "raw", "db", "db-d")
+VARIANTS = ("a1", "a2", "b", "c", "d", "k", "o", "p", "p@1", "p@2", "p@3", "raw", "db", "db-d")  # p@N: N connections
 SELF_TIMED = ("raw", "db", "db-d")  # no ledger to time: the worker times itself and reports
 # top/bottom pairs reported; a pair is skipped when either side was not run.
 RATIOS = (("c", "b"), ("b", "a1"), ("c", "a1"), ("a2", "a1"), ("d", "c"), ("d", "raw"), ("c", "raw"),
-          ("o", "c"), ("p", "d"), ("p", "db"), ("p", "raw"), ("d", "db-d"), ("db", "db-d"),
+          ("o", "c"), *((p, bottom) for p in ("p", "p@1", "p@2", "p@3") for bottom in ("d", "db", "raw")),
+          ("d", "db-d"), ("db", "db-d"),
           *((f"k@{n}", "c") for n in (1, 4, 16, 64)))
 
 
@@ -54,15 +55,17 @@ def label(variant: str, batch: int | None) -> str:
 
 
 def run_once(variant: str, run: int, config: dict) -> dict:
-    """One worker reads `config["events"]` credits; `variant` may be a sweep's d@N (N a batch)
-    or k@N (N lanes)."""
+    """One worker reads `config["events"]` credits; `variant` may be a sweep's d@N (N a batch),
+    k@N (N lanes) or p@N (N connections)."""
     name = variant
     variant, _, swept = name.partition("@")
     batch = int(swept) if swept and variant == "d" else config.get("batch", 500)
     lanes = int(swept) if swept and variant == "k" else config.get("lanes", 16)
+    connections = int(swept) if swept and variant == "p" else config.get("connections", 1)
     events_count = config["events"]
     started = time.monotonic()
-    args = harness.worker_args(variant, {"batch": batch, "lanes": lanes, "work_ms": config.get("work_ms", 0),
+    args = harness.worker_args(variant, {"batch": batch, "lanes": lanes, "connections": connections,
+                                         "work_ms": config.get("work_ms", 0),
                                          "window": config.get("window")})
     if variant in SELF_TIMED:
         args += ("--expect", events_count)
@@ -88,6 +91,8 @@ def run_once(variant: str, run: int, config: dict) -> dict:
             record["batch"] = batch
         if variant == "k":
             record["lanes"] = lanes
+        if variant == "p":
+            record["connections"] = connections
         if variant in SELF_TIMED:
             record.update({k: report.get(k) for k in ("msgs_per_s", "first_to_last_s", "gap_p50_ms", "gap_p99_ms")})
             record.update({"duplicates": None, "lost": None, "balances_exact": None})

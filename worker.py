@@ -439,7 +439,8 @@ def main(args) -> None:
                 log.info(FIRST_EFFECT_LOG, consume.event_id_of(msgs[0]))
             crash({consume.event_id_of(m) for m in msgs} if outcome["applied"] else ())
 
-        consume_pipelined.run_pipelined(args.topic, args.group, batch=args.batch, work=work, stop=stop,
+        consume_pipelined.run_pipelined(args.topic, args.group, batch=args.batch, connections=args.connections,
+                                        work=work, stop=stop,
                                         after_db_commit=after_statement, **overrides)
         return
     if args.variant == "d":
@@ -488,6 +489,7 @@ def parse_args(argv=None):
     parser.add_argument("--group-protocol", choices=("classic", "consumer"), default="classic")
     parser.add_argument("--crash-after", metavar="EVENT_ID", help="os._exit() right after this event's DB commit")
     parser.add_argument("--batch", type=int, default=500, help="d and raw: messages per consume() call")
+    parser.add_argument("--connections", type=int, default=1, help="p: statements at once, one connection each")
     parser.add_argument("--lanes", type=int, default=16, help="k: handlers at once, one key to one lane")
     parser.add_argument("--window", type=int, default=500, help="k: messages in flight per partition at most")
     parser.add_argument("--expect", type=int, default=0, help="raw: report once this many messages are read")
@@ -534,8 +536,8 @@ def parse_args(argv=None):
         parser.error("--crash-after needs a variant that commits by hand (b, c, d, k, o or p)")
     if args.variant in ("db", "db-d") and args.expect < 2:
         parser.error(f"--variant {args.variant} needs --expect N (N >= 2): the credits to time")
-    if args.lanes < 1 or args.window < 1:
-        parser.error("--lanes and --window must be at least 1")
+    if args.lanes < 1 or args.window < 1 or args.connections < 1:
+        parser.error("--lanes, --window and --connections must be at least 1")
     if args.batch < 1:
         parser.error("--batch must be at least 1")
     if args.variant in ("ext", "relay") and not args.provider_url:

@@ -136,14 +136,15 @@ def test_p_beside_p_and_d_never_deadlocks(dsn, conn):
     assert conn.execute("SELECT sum(balance) FROM accounts").fetchone()[0] == 2250
 
 
-def test_poison_inside_a_batch_goes_to_dlq_before_the_offsets_move(topic, group, dsn, conn):
+@pytest.mark.parametrize("connections", [1, 2])
+def test_poison_inside_a_batch_goes_to_dlq_before_the_offsets_move(connections, topic, group, dsn, conn):
     good = (b"1", b'{"account_id": 1, "amount": 100}', [("event_id", b"g-1")])
     send(topic, [good, (b"1", b"not json", [("event_id", b"p-1")]),
                  (b"9", b'{"account_id": 9999, "amount": 5}', [("event_id", b"p-2")]),
                  (b"1", b'{"account_id": 1, "amount": 100}', [("event_id", b"g-2")]), good])
     stop = threading.Event()
     thread = threading.Thread(target=consume_pipelined.run_pipelined, args=(topic, group),
-                              kwargs={"dsn": dsn, "stop": stop, "batch": 2}, daemon=True)
+                              kwargs={"dsn": dsn, "stop": stop, "batch": 2, "connections": connections}, daemon=True)
     thread.start()
     try:
         drained(group, topic)
@@ -179,3 +180,69 @@ def test_a_stalled_batch_beside_a_rebalance_writes_nothing_twice():
     record = measure_rebalance.run_once("p", 1, config)
     assert record["stalls"] == 1, record["examples"]
     assert (record["duplicates"], record["lost"]) == (0, 0), record
+
+
+class FakeMessage:
+    def __init__(self, partition, offset):
+        self._partition, self._offset = partition, offset
+
+    def topic(self):
+        return "t"
+
+    def partition(self):
+        return self._partition
+
+    def offset(self):
+        return self._offset
+
+    def key(self):
+        return b"1"
+
+    def headers(self):
+        return [("event_id", f"e-{self._partition}-{self._offset}".encode())]
+
+    def value(self):
+        return b'{"account_id": 1, "amount": 1}'
+
+
+class HeldDatabase:
+    """Stands in for consume.Database: its statement returns when the test says so."""
+
+    def __init__(self):
+        self.release, self.started = threading.Event(), threading.Event()
+
+    def run(self, work, batch, _work):
+        self.started.set()
+        assert self.release.wait(30)
+        batch.applied = set(batch.events)
+        return batch
+
+    def close(self):
+        pass
+
+
+class RecordingConsumer:
+    def __init__(self):
+        self.commits = []
+
+    def commit(self, offsets, asynchronous):
+        self.commits.append([(tp.partition, tp.offset) for tp in offsets])
+
+
+def test_batches_finish_in_the_order_read_whichever_statement_returns_first():
+    """Two connections: the second batch's statement returns first; its offsets must wait for the
+    first batch's, or a crash then would leave the first batch's messages behind a committed offset."""
+    first, second = HeldDatabase(), HeldDatabase()
+    flow = consume_pipelined.Pipeline([first, second])
+    consumer = RecordingConsumer()
+    flow.submit(consume_pipelined.Batch([FakeMessage(0, 0), FakeMessage(0, 1)]))
+    assert first.started.wait(30)
+    flow.submit(consume_pipelined.Batch([FakeMessage(0, 2), FakeMessage(1, 0)]))
+    assert second.started.wait(30)
+    second.release.set()
+    flow.collect(None, consumer, wait_s=0.5)  # the second is back, the first is not: nothing is finished
+    assert consumer.commits == [] and flow.in_flight == 2
+    first.release.set()
+    flow.drain(None, consumer, commit=True)
+    assert consumer.commits == [[(0, 2)], [(0, 3), (1, 1)]]
+    flow.close()
