@@ -56,9 +56,11 @@ def label(variant: str, batch: int | None) -> str:
 
 def run_once(variant: str, run: int, config: dict) -> dict:
     """One worker reads `config["events"]` credits; `variant` may be a sweep's d@N (N a batch),
-    k@N (N lanes) or p@N (N connections)."""
+    k@N (N lanes) or p@N (N connections), and end in :N, N workers in one group (--consumers)."""
     name = variant
-    variant, _, swept = name.partition("@")
+    variant, _, consumers = name.partition(":")
+    consumers = int(consumers or 1)
+    variant, _, swept = variant.partition("@")
     batch = int(swept) if swept and variant == "d" else config.get("batch", 500)
     lanes = int(swept) if swept and variant == "k" else config.get("lanes", 16)
     connections = int(swept) if swept and variant == "p" else config.get("connections", 1)
@@ -72,21 +74,22 @@ def run_once(variant: str, run: int, config: dict) -> dict:
     # Generous: 20 msgs/s would be a tenth of the slowest variant seen here.
     deadline = max(120.0, events_count / 20)
     events = harness.make_events(events_count, prefix=f"r{run}", seed=run)
-    with harness.run_space("m3", f"{name.replace('@', '-')}-r{run}", config["partitions"]) as space:
+    file_name = name.replace("@", "-").replace(":", "-x")
+    with harness.run_space("m3", f"{file_name}-r{run}", config["partitions"]) as space:
         if variant not in ("db", "db-d"):  # these read nothing from Kafka
             harness.produce_events(space.topic, events)
-        worker = harness.Worker(variant, space.topic, space.group, space.dsn,
-                                harness.log_dir() / f"throughput-{name}-r{run}.log", args)
+        workers = harness.start_workers(variant, space, f"throughput-{file_name}-r{run}", args, count=consumers)
         try:
             if variant in SELF_TIMED:
-                report = harness.wait_until(lambda: worker.report, deadline,
+                report = harness.wait_until(lambda: workers[0].report, deadline,
                                             f"{variant} to report on {events_count} messages", interval_s=0.5)
             else:
                 harness.wait_until(lambda: harness.ledger_count(space.admin) >= events_count, deadline,
                                    f"{variant} to apply {events_count} credits", interval_s=1.0)
         finally:
-            worker.stop()
-        record = {"variant": name, "run": run, "events": events_count}
+            for worker in workers:
+                worker.stop()
+        record = {"variant": name, "run": run, "events": events_count, "consumers": consumers}
         if variant in ("d", "p", *SELF_TIMED):
             record["batch"] = batch
         if variant == "k":
@@ -111,7 +114,9 @@ def summarise(runs: list[dict]) -> dict:
                       "msgs_per_s": results.stats(r["msgs_per_s"] for r in runs if r["variant"] == name)}
                for name in names}
     ratios = {}
-    for top, bottom in RATIOS:
+    # A consumer sweep: each count against one consumer of the same variant (d:3/d:1).
+    scaled = [(name, name.partition(":")[0] + ":1") for name in names if ":" in name and not name.endswith(":1")]
+    for top, bottom in (*RATIOS, *scaled):
         # Paired within a run: both measured minutes apart under the same machine load.
         paired = [a["msgs_per_s"] / b["msgs_per_s"] for a in runs for b in runs
                   if a["variant"] == top and b["variant"] == bottom and a["run"] == b["run"]]
@@ -145,7 +150,11 @@ def parse_args(argv=None):
     parser.add_argument("--sweep-lanes", type=cli.sizes, metavar="N,N,...",
                         help="run c and k, k once per lane count (default out: results/throughput-lanes.json)")
     parser.add_argument("--work-ms", type=float, default=0, help="handler sleep per message")
+    parser.add_argument("--consumers", type=cli.sizes, metavar="N,N,...",
+                        help="run each variant once per count, that many workers in one group (VARIANT:N)")
     args = parser.parse_args(argv)
+    if args.consumers and set(args.variants) & set(SELF_TIMED):
+        parser.error(f"--consumers times the ledger; {', '.join(SELF_TIMED)} have none")
     if args.runs < 1 or args.events < 2 or args.partitions < 1 or args.batch < 1:
         parser.error("need --runs >= 1, --events >= 2, --partitions >= 1 and --batch >= 1")
     if args.out is None:
@@ -163,10 +172,14 @@ def main(args) -> int:
         names = ["c", *(label("k", n) for n in args.sweep_lanes)]
     else:
         names = list(args.variants)
+    if args.consumers:
+        names = [f"{name}:{n}" for name in names for n in args.consumers]
     config = {"variants": names, "runs": args.runs, "events": args.events, "partitions": args.partitions,
               "work_ms": args.work_ms, "kills": 0, "order": "interleaved by run, rotating"}
     if not sweep and {"d", "p", *SELF_TIMED} & set(args.variants):
         config["batch"] = args.batch
+    if args.consumers:
+        config["consumers"] = args.consumers
     results.drive("measure_throughput", args.out, config, [{"variant": name} for name in names], run_once,
                   summarise, table, verdict_line, args.force, rotate=True)
     return 0
