@@ -62,6 +62,11 @@ measure: up
 	$(PY) measure_throughput.py --sweep-lanes 1,4,16,64 --work-ms 10 --runs 5 --events 5000
 	$(PY) measure_kill.py --variant k --lanes 16 --runs 5 --kills 20 --events 100000
 	$(PY) measure_rebalance.py --variant k --lanes 16 --runs 5
+	$(PY) measure_throughput.py --variants raw,db-d,db,d,p --runs 5 --events 100000 --out results/throughput-pipelined.json
+	$(PY) profile_p.py --out results/profile-p.txt
+	$(PY) measure_latency.py --variants c,d,p --rates 200,5000 --runs 5
+	$(PY) measure_kill.py --variant p --runs 5 --kills 20 --events 10000 --out results/kill-p.json
+	$(PY) measure_rebalance.py --variant p --runs 5
 	$(PY) measure_eos.py --variant all --runs 5 --kills 20 --events 10000
 	$(PY) measure_publish.py --source all --variant all --runs 5
 	$(PY) report.py

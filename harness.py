@@ -235,6 +235,18 @@ def record_ids(topic: str, isolation: str, timeout_s: float = 120.0) -> list[str
     """The event_id header of every record in `topic`, read from the beginning to the end with
     isolation.level `isolation` (read_committed skips aborted transactions' records; the end
     is then the last stable offset). Call it once no transaction is open any more."""
+    return read_records(topic, isolation, consume.event_id_of, timeout_s)
+
+
+def record_times(topic: str, timeout_s: float = 120.0) -> list[tuple[str, float]]:
+    """(event ID, the record's timestamp in unix seconds) for every record in `topic`: the
+    producer's CreateTime, stamped when publish() handed the record to the client."""
+    return read_records(topic, "read_uncommitted", lambda msg: (consume.event_id_of(msg), msg.timestamp()[1] / 1000),
+                        timeout_s)
+
+
+def read_records(topic: str, isolation: str, take, timeout_s: float = 120.0) -> list:
+    """take(msg) for every record in `topic`, from the beginning to the end (see record_ids)."""
     probe = Consumer({"bootstrap.servers": BROKERS, "group.id": unique("probe"), "enable.auto.commit": False,
                       "isolation.level": isolation, "auto.offset.reset": "earliest"})
     try:
@@ -242,16 +254,16 @@ def record_ids(topic: str, isolation: str, timeout_s: float = 120.0) -> list[str
         assigned = [TopicPartition(topic, p, OFFSET_BEGINNING) for p in partitions]
         ends = {p: probe.get_watermark_offsets(TopicPartition(topic, p), timeout=30)[1] for p in partitions}
         probe.assign(assigned)
-        ids, end = [], time.monotonic() + timeout_s
+        taken, end = [], time.monotonic() + timeout_s
         while time.monotonic() < end:
             for msg in probe.consume(1000, 0.5):
                 if not msg.error():
-                    ids.append(consume.event_id_of(msg))
+                    taken.append(take(msg))
             at = probe.position([TopicPartition(topic, p) for p in partitions])
             positions = {tp.partition: tp.offset for tp in at}
             # A partition that holds nothing readable has no position (negative): its end is its start.
             if all(ends[p] == 0 or positions[p] >= ends[p] for p in partitions):
-                return ids
+                return taken
         raise TimeoutError(f"{topic} ({isolation}) not read to its end within {timeout_s:g}s: at {positions}, "
                            f"ends {ends}")
     finally:

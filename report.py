@@ -206,6 +206,24 @@ def pipelined_section() -> str:
                    f"themselves. From `results/throughput-pipelined.json`: {provenance(doc)}.\n")
 
 
+def latency_section() -> str:
+    doc = need("latency.json", "python measure_latency.py --variants c,d,p --rates 200,5000 --runs 5")
+    rows = []
+    for name, s in doc["summary"].items():
+        variant, _, rate = name.partition("@")
+        rows.append([VARIANT_NAMES.get(variant, variant), rate, s["runs"], spread(s["offered_per_s"]),
+                     spread(s["p50_ms"], 1), spread(s["p99_ms"], 1), spread(s["max_ms"], 1),
+                     s["totals"]["duplicates"] + s["totals"]["lost"]])
+    c = doc["config"]
+    return (markdown_table(["Variant", "Offered", "Runs", "Achieved, msgs/s", "p50, ms", "p99, ms", "Largest, ms",
+                            "Duplicates + lost"], rows, text_columns=2)
+            + f"\n\nMedian (min–max) over runs of each run's figure. Each run: one warm-up credit applied, then "
+            f"{c['seconds']:g} s of credits at the offered rate from a paced publisher into {c['partitions']} "
+            "partitions while one consumer reads them; latency from the record's CreateTime to its ledger row's "
+            "clock_timestamp() (inside the transaction, just before its commit); variants and rates interleaved "
+            f"in one invocation. From `results/latency.json`: {provenance(doc)}.\n")
+
+
 def rebalance_section() -> str:
     post = need("post-figures.json")["rebalance"]
     rows = ["| Variant | Group protocol | Stall (s) | Runs | Evictions | Duplicates | Lost | Skipped duplicates "
@@ -591,7 +609,7 @@ SECTIONS = {"kill": kill_section, "throughput": throughput_section, "ratios": ra
             "faults": faults_section, "race": race_section, "findings": findings_section,
             "results-index": results_index_section, "parallel": parallel_section, "eos": eos_section,
             "publish": publish_section, "cluster": cluster_section, "offsets": offsets_section,
-            "pipelined": pipelined_section}
+            "pipelined": pipelined_section, "latency": latency_section}
 DOCUMENTS = [README, ROOT / "docs" / "results.md"]  # every file with report markers
 
 
