@@ -492,6 +492,13 @@ class Worker:
         self.proc.kill()
         self._finish()
 
+    def dump_stacks(self) -> None:
+        """Every thread's Python stack, into the worker's log (worker.py's SIGUSR1), for a worker
+        that stopped making progress; nothing if it has already exited."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGUSR1)
+            time.sleep(1.0)  # the dump is written by the worker; give it a moment to land in the log
+
     def stop(self, timeout_s: float = 30.0) -> None:
         """SIGTERM: the worker leaves the group cleanly; SIGKILL if it does not within the deadline."""
         if self.proc.poll() is None:

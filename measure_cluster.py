@@ -73,8 +73,14 @@ def run_once(fault: str, variant: str, replication: str, acks: str, run: int, co
             hit = time.time()
             injected = nemesis.inject_cluster(fault, space.topic, config)
             healed, healed_at, rows = time.monotonic(), time.time(), harness.ledger_count(space.admin)
-            harness.wait_until(lambda: harness.ledger_count(space.admin) > rows
-                               or harness.distinct_applied(space.admin) >= len(events), 300, f"a credit after {fault}")
+            try:
+                harness.wait_until(lambda: harness.ledger_count(space.admin) > rows
+                                   or harness.distinct_applied(space.admin) >= len(events), 300,
+                                   f"a credit after {fault}")
+            except TimeoutError:
+                consumer.dump_stacks()  # where it is stuck, into its log
+                raise TimeoutError(f"no credit within 300 s after {fault}; the consumer's stacks are at the end "
+                                   f"of {consumer.log_path}") from None
             resume_s = round(time.monotonic() - healed, 2)
             harness.wait_until(lambda: publisher.proc.poll() is not None, 600, "the publisher to finish")
             harness.settle([consumer], space.admin, None, 600, space.group, space.topic)

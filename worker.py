@@ -42,6 +42,7 @@ one of the EXIT_CRASHED_* codes.
 
     CONSUMER_DSN=... python worker.py --variant c --topic T --group G --work-ms 10
 """
+import faulthandler
 import json
 import logging
 import os
@@ -395,6 +396,8 @@ def main(args) -> None:
                         format=LOG_FORMAT.format(variant=args.variant, pid=os.getpid()))
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    # A harness that finds this worker stuck asks where every thread is (Worker.dump_stacks).
+    faulthandler.register(signal.SIGUSR1, all_threads=True)
     stall = Stall(args.slow_every, args.slow_seconds)
     apply = make_apply(args.work_ms, stall)
     overrides = client_overrides(args)
