@@ -480,7 +480,9 @@ def cluster_section() -> str:
              f"{sum(r['lost'] for r in mine):,}", sum(r["acked_missing"] for r in mine),
              spread(results.stats(r["longest_stall_s"] for r in mine), 1),
              f"{sum(bool(r['balances_exact']) for r in mine)} of {len(mine)}"]
-            for (name, fault, variant, replication, acks), mine in groups.items()]
+            for (name, fault, variant, replication, acks), mine in sorted(
+                groups.items(), key=lambda g: (list(CLUSTER_FAULT_NAMES).index(g[0][1]), g[0][3], g[0][4] != "all",
+                                               g[0][2]))]
     return (markdown_table(["Fault", "Variant", "Postgres standby", "acks", "Runs", "Duplicates", "Lost",
                             "Acknowledged records missing", "Longest stall, s", "Exact balances"], rows,
                            text_columns=4)
