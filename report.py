@@ -35,8 +35,9 @@ VARIANT_NAMES = {
     "db": "db: p's statement alone, batches built in memory",
     "db-d": "db-d: d's statements alone, batches built in memory",
 }
-# the others: more of M8, on second labs beside the first (cluster-more-b.json: the default ports, beside -more)
-CLUSTER_FILES = ("cluster.json", "cluster-more.json", "cluster-more-b.json")
+# the others: more of M8 with the same parameters, on second labs beside the first (cluster-more-b.json on the
+# default ports beside cluster-more.json; cluster-acks1.json: six more acks=1 leader kills of b)
+CLUSTER_FILES = ("cluster.json", "cluster-more.json", "cluster-more-b.json", "cluster-acks1.json")
 CLUSTER_FAULT_NAMES = {
     "leader-kill": "leader SIGKILLed, back after {down_s:g} s", "leader-pause": "leader paused {pause_s:g} s",
     "controller-kill": "active controller SIGKILLed, back after {down_s:g} s",
@@ -491,9 +492,10 @@ def cluster_section() -> str:
             f"{c['rate']:g} a second into {c['partitions']} partitions (replication factor 3, min.insync.replicas 2) "
             f"while one consumer reads them; the fault comes {c['fault_after_s']:g} s after its first credit. "
             f"Acknowledged records missing: IDs the publisher's journal says the broker acknowledged, not in the "
-            "log afterwards. From `results/cluster.json`, `results/cluster-more.json` and "
-            "`results/cluster-more-b.json` (the same harness and parameters; the last two ran at the same time on "
-            f"two replicated labs on different ports, which only count): {provenance(cluster)}.\n")
+            "log afterwards. From `results/cluster.json`, `results/cluster-more.json`, "
+            "`results/cluster-more-b.json` and `results/cluster-acks1.json` (the same harness and parameters; "
+            "cluster-more and cluster-more-b ran at the same time on two replicated labs on different ports, "
+            f"which only count): {provenance(cluster)}.\n")
 
 
 def offsets_section() -> str:
