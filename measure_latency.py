@@ -104,7 +104,7 @@ def parse_args(argv=None):
     parser.add_argument("--variants", type=cli.names_of(VARIANTS), default=["c", "d", "p"])
     parser.add_argument("--rates", type=cli.sizes, default=[200, 5000], metavar="N,N,...",
                         help="credits a second the publisher offers")
-    parser.add_argument("--seconds", type=float, default=10.0, help="how long each rate is offered")
+    parser.add_argument("--seconds", type=float, default=5.0, help="how long each rate is offered")
     parser.add_argument("--batch", type=int, default=500, help="d and p: messages per batch")
     args = parser.parse_args(argv)
     cli.at_least(parser, args, 1, "runs", "partitions", "batch")
