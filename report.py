@@ -577,20 +577,18 @@ def parallel_section() -> str:
 
 def findings_section() -> str:
     """One row per measurement, fault and variant: what every results file says, from its runs."""
-    rows = []
+    grouped = {}  # (measurement, fault, variant) -> runs, across the files a measurement wrote
     for measurement, name, row_of in FINDINGS:
         doc = load(name)
         if doc is None:
             continue
-        grouped = {}
         for run in doc["runs"]:
             if run.get("duplicates") is None:  # raw: no effects to count
                 continue
-            grouped.setdefault(row_of(run, doc["config"]), []).append(run)
-        for (fault, variant), mine in grouped.items():
-            rows.append([measurement, fault, variant, len(mine), f"{sum(r['duplicates'] for r in mine):,}",
-                         f"{sum(r['lost'] for r in mine):,}",
-                         f"{sum(bool(r['balances_exact']) for r in mine)} of {len(mine)}"])
+            grouped.setdefault((measurement, *row_of(run, doc["config"])), []).append(run)
+    rows = [[measurement, fault, variant, len(mine), f"{sum(r['duplicates'] for r in mine):,}",
+             f"{sum(r['lost'] for r in mine):,}", f"{sum(bool(r['balances_exact']) for r in mine)} of {len(mine)}"]
+            for (measurement, fault, variant), mine in grouped.items()]
     return markdown_table(["Measurement", "Fault", "Variant", "Runs", "Duplicates", "Lost", "Exact balances"], rows,
                           text_columns=3) + "\n"
 
