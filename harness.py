@@ -531,7 +531,7 @@ WORKER_FLAGS = {
     "slow_seconds": ("--slow-seconds", None),
     "batch": ("--batch", {"d", "p", "raw", "db", "db-d"}),
     "lanes": ("--lanes", {"k"}),
-    "connections": ("--connections", {"p"}),
+    "connections": ("--connections", {"p", "db", "db-d"}),
     "every": ("--every", {"e", "f"}),
     "window": ("--window", {"k"}),
     "policy": ("--policy", {"ext"}),

@@ -26,11 +26,14 @@ import cli
 import harness
 import results
 
-VARIANTS = ("a1", "a2", "b", "c", "d", "k", "o", "p", "p@1", "p@2", "p@3", "raw", "db", "db-d")  # p@N: N connections
+# p@N, db@N, db-d@N: N connections at once
+VARIANTS = ("a1", "a2", "b", "c", "d", "k", "o", "p", "raw", "db", "db-d",
+            *(f"{v}@{n}" for v in ("p", "db", "db-d") for n in (1, 2, 3)))
 SELF_TIMED = ("raw", "db", "db-d")  # no ledger to time: the worker times itself and reports
 # top/bottom pairs reported; a pair is skipped when either side was not run.
 RATIOS = (("c", "b"), ("b", "a1"), ("c", "a1"), ("a2", "a1"), ("d", "c"), ("d", "raw"), ("c", "raw"),
           ("o", "c"), *((p, bottom) for p in ("p", "p@1", "p@2", "p@3") for bottom in ("d", "db", "raw")),
+          *((f"p@{n}", f"db@{n}") for n in (1, 2, 3)), ("db@2", "db@1"), ("p@2", "p@1"),
           ("d", "db-d"), ("db", "db-d"),
           *((f"k@{n}", "c") for n in (1, 4, 16, 64)))
 
@@ -63,7 +66,7 @@ def run_once(variant: str, run: int, config: dict) -> dict:
     variant, _, swept = variant.partition("@")
     batch = int(swept) if swept and variant == "d" else config.get("batch", 500)
     lanes = int(swept) if swept and variant == "k" else config.get("lanes", 16)
-    connections = int(swept) if swept and variant == "p" else config.get("connections", 1)
+    connections = int(swept) if swept and variant in ("p", "db", "db-d") else config.get("connections", 1)
     events_count = config["events"]
     started = time.monotonic()
     args = harness.worker_args(variant, {"batch": batch, "lanes": lanes, "connections": connections,
@@ -94,7 +97,7 @@ def run_once(variant: str, run: int, config: dict) -> dict:
             record["batch"] = batch
         if variant == "k":
             record["lanes"] = lanes
-        if variant == "p":
+        if variant in ("p", "db", "db-d"):
             record["connections"] = connections
         if variant in SELF_TIMED:
             record.update({k: report.get(k) for k in ("msgs_per_s", "first_to_last_s", "gap_p50_ms", "gap_p99_ms")})
