@@ -120,9 +120,10 @@ def parse_args(argv=None):
     parser.add_argument("--session-timeout-ms", type=int, default=6000)
     parser.add_argument("--batch", type=int, default=500, help="d and p: messages per transaction")
     parser.add_argument("--lanes", type=int, default=16, help="k only: handlers at once")
+    parser.add_argument("--connections", type=int, default=1, help="p only: statements at once")
     parser.add_argument("--explain", action="store_true", help="end with three lines on what was measured")
     args = parser.parse_args(argv)
-    cli.at_least(parser, args, 1, "runs", "kills", "events", "partitions")
+    cli.at_least(parser, args, 1, "runs", "kills", "events", "partitions", "connections")
     cli.at_least(parser, args, 0, "work_ms")
     if args.out is None:
         args.out = str(results.RESULTS / ("kill.json" if args.variant == "all" else f"kill-{args.variant}.json"))
@@ -139,6 +140,8 @@ def main(args) -> int:
         config["batch"] = args.batch
     if args.variant == "k":
         config["lanes"] = args.lanes
+    if args.variant == "p" and args.connections != 1:
+        config["connections"] = args.connections
     document = results.drive("measure_kill", args.out, config, [{"variant": v} for v in variants], run_once,
                              summarise, table, verdict_line, args.force, options={"keep": args.keep})
     if args.explain:

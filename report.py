@@ -102,12 +102,14 @@ def kill_section() -> str:
     rates = (throughput or {}).get("summary", {}).get("variants", {})
     summaries = dict(kill["summary"])
     runs = {v: [r for r in kill["runs"] if r["variant"] == v] for v in kill["summary"]}
-    batched = {name: doc for name in ("kill-d.json", "kill-d-batch50.json", "kill-p.json")
+    batched = {name: doc for name in ("kill-d.json", "kill-d-batch50.json", "kill-p.json", "kill-p-connections2.json")
                if (doc := load(name)) and {"d", "p"} & set(doc["summary"])}
     for doc in batched.values():
         variant = next(iter(doc["summary"]))
-        summaries[f"{variant}@{doc['config']['batch']}"] = doc["summary"][variant]
-        runs[f"{variant}@{doc['config']['batch']}"] = doc["runs"]
+        connections = doc["config"].get("connections", 1)
+        row = f"{variant}@{doc['config']['batch']}" + (f"x{connections}" if connections > 1 else "")
+        summaries[row] = doc["summary"][variant]
+        runs[row] = doc["runs"]
     c = kill["config"]
     rows = ["| Variant | Runs | Kills | Duplicates per run | Lost per run | Skipped duplicates | Exact balances "
             "| Throughput, no kills (msgs/s) | Post: duplicates | Post: lost | Post: msgs/s |",
@@ -116,7 +118,9 @@ def kill_section() -> str:
         p = post["kill"]["variants"].get(variant)
         rate = spread(rates[variant]["msgs_per_s"], 1) if variant in rates else "–"
         if variant[:2] in ("d@", "p@"):
-            name = f"{VARIANT_NAMES[variant[0]]}, {variant[2:]} messages"
+            batch, _, connections = variant[2:].partition("x")
+            name = f"{VARIANT_NAMES[variant[0]]}, {batch} messages" + (
+                f", {connections} connections" if connections else "")
             rate = spread(rates[variant[0]]["msgs_per_s"], 1) + " (500 a batch)" if variant[0] in rates else "–"
         else:
             name = VARIANT_NAMES[variant]
@@ -190,21 +194,40 @@ REBALANCE_SETS = [(f"rebalance-{v}-{p}.json", p) for v in ("b", "c", "d", "k", "
     (f"rebalance-{v}-consumer-stall20.json", "consumer") for v in ("b", "c")]
 
 
+def throughput_tables(doc: dict) -> str:
+    """A measure_throughput invocation: msgs/s per variant, then its paired ratios."""
+    stats, ratios = doc["summary"]["variants"], doc["summary"]["ratios"]
+
+    def named(name):
+        variant, _, connections = name.partition("@")
+        return VARIANT_NAMES.get(variant, variant) + (f", {connections} connections" if connections else "")
+
+    text = markdown_table(["Variant", "Runs", "msgs/s, median (min–max)"],
+                          [[named(name), s["runs"], spread(s["msgs_per_s"], 1)] for name, s in stats.items()])
+    return text + "\n\n" + markdown_table(["Ratio", "Median of per-run ratios (min–max)"],
+                                           [[name, spread(r, 3)] for name, r in ratios.items()])
+
+
 def pipelined_section() -> str:
-    """p beside d and the ceilings: one invocation, variants interleaved run by run."""
+    """p beside d and the ceilings: one invocation, variants interleaved run by run; then p on
+    two connections against the two-connection ceiling, in another."""
     doc = need("throughput-pipelined.json", "python measure_throughput.py --variants raw,db-d,db,d,p --runs 5 "
                                              "--out results/throughput-pipelined.json")
-    stats, ratios = doc["summary"]["variants"], doc["summary"]["ratios"]
-    rows = [[VARIANT_NAMES.get(name, name), s["runs"], spread(s["msgs_per_s"], 1)] for name, s in stats.items()]
-    text = markdown_table(["Variant", "Runs", "msgs/s, median (min–max)"], rows)
-    text += "\n\n" + markdown_table(["Ratio", "Median of per-run ratios (min–max)"],
-                                     [[name, spread(r, 3)] for name, r in ratios.items()])
     c = doc["config"]
-    return text + (f"\n\n{c['runs']} runs of {c['events']:,} credits per variant on {c['partitions']} partitions, "
-                   f"batches of {c['batch']}, no handler sleep, interleaved run by run in one invocation. db and "
-                   "db-d read nothing from Kafka and decode nothing: they run the same number of credits, already "
-                   "built, through the statements one batch after another on one connection, and time "
-                   f"themselves. From `results/throughput-pipelined.json`: {provenance(doc)}.\n")
+    text = throughput_tables(doc) + (
+        f"\n\n{c['runs']} runs of {c['events']:,} credits per variant on {c['partitions']} partitions, "
+        f"batches of {c['batch']}, no handler sleep, interleaved run by run in one invocation. db and "
+        "db-d read nothing from Kafka and decode nothing: they run the same number of credits, already "
+        "built, through the statements one batch after another on one connection, and time "
+        f"themselves. From `results/throughput-pipelined.json`: {provenance(doc)}.\n")
+    if two := load("throughput-connections.json"):
+        t = two["config"]
+        text += "\nTwo statements at once (p@2: `--connections 2`; db@2: the ceiling, two connections taking " \
+                "the batches in turn):\n\n" + throughput_tables(two) + (
+                    f"\n\n{t['runs']} runs of {t['events']:,} credits per variant, batches of {t['batch']}, "
+                    f"interleaved in another invocation. From `results/throughput-connections.json`: "
+                    f"{provenance(two)}.\n")
+    return text
 
 
 def latency_section() -> str:
@@ -394,10 +417,12 @@ FINDINGS = [
     ("M1 hard kills", "kill-d-batch50.json", lambda r, c: ("SIGKILL", f"d, {c['batch']} a batch")),
     ("M1 hard kills", "kill-k.json", lambda r, c: ("SIGKILL", f"k, {c['lanes']} lanes")),
     ("M1 hard kills", "kill-p.json", lambda r, c: ("SIGKILL", f"p, {c['batch']} a batch")),
+    ("M1 hard kills", "kill-p-connections2.json", lambda r, c: ("SIGKILL", f"p, {c['batch']} a batch, 2 connections")),
     *[("M2 rebalance zombie", name, lambda r, c: (
         f"stall {c['slow_seconds']:g} s, {c['group_protocol']} protocol", r["variant"])) for name, _ in REBALANCE_SETS],
     ("M3 throughput", "throughput.json", lambda r, c: ("none", r["variant"])),
     ("M3 pipelined inbox", "throughput-pipelined.json", lambda r, c: ("none", r["variant"])),
+    ("M3 pipelined inbox", "throughput-connections.json", lambda r, c: ("none", r["variant"])),
     ("M3 per-key lanes", "throughput-lanes.json", lambda r, c: (f"none, {c['work_ms']:g} ms handler", r["variant"])),
     ("M5 external effects", "external.json", lambda r, c: ("SIGKILL, planted crashes", r["variant"])),
     ("M6 faults", "faults.json", lambda r, c: (r["fault"], r["variant"])),
