@@ -63,9 +63,10 @@ measure: up
 	$(PY) measure_kill.py --variant k --lanes 16 --runs 5 --kills 20 --events 100000
 	$(PY) measure_rebalance.py --variant k --lanes 16 --runs 5
 	$(PY) measure_throughput.py --variants raw,db-d,db,d,p --runs 5 --events 100000 --out results/throughput-pipelined.json
+	$(PY) measure_throughput.py --variants d,p,p@2,db,db@2 --runs 5 --events 100000 --out results/throughput-connections.json
 	$(PY) profile_p.py --out results/profile-p.txt
-	$(PY) measure_latency.py --variants c,d,p --rates 200,5000 --runs 5
 	$(PY) measure_kill.py --variant p --runs 5 --kills 20 --events 10000 --out results/kill-p.json
+	$(PY) measure_kill.py --variant p --connections 2 --runs 5 --kills 20 --events 10000 --out results/kill-p-connections2.json
 	$(PY) measure_rebalance.py --variant p --runs 5
 	$(PY) measure_eos.py --variant all --runs 5 --kills 20 --events 10000
 	$(PY) measure_publish.py --source all --variant all --runs 5
