@@ -3,6 +3,7 @@ import contextlib
 import threading
 import uuid
 
+import psycopg
 from confluent_kafka import Consumer
 
 import consume
@@ -57,3 +58,43 @@ def read_all(topic, expected, timeout_s=30):
     finally:
         reader.close()
     return got
+
+
+def second_waits_for_first(dsn, monitor, first, second):
+    """Two overlapping batches on two connections. first(conn, hold) runs the first and calls
+    hold() while its claims are held; second(conn) starts only then, must be seen waiting on a
+    lock (pg_stat_activity, read on `monitor`), and the first is released only after that.
+    Returns (first's result, second's result); an error in either (a deadlock) fails the test."""
+    held, release = threading.Event(), threading.Event()
+    results, errors = {}, []
+
+    def hold():
+        held.set()
+        assert release.wait(30)
+
+    def run(name, work, conn):
+        try:
+            results[name] = work(conn)
+        except Exception as e:  # a deadlock would land here
+            errors.append(e)
+
+    first_conn = psycopg.connect(dsn, autocommit=True)
+    second_conn = psycopg.connect(dsn, autocommit=True)
+    try:
+        a = threading.Thread(target=run, args=("first", lambda c: first(c, hold), first_conn))
+        a.start()
+        assert held.wait(30)
+        b = threading.Thread(target=run, args=("second", second, second_conn))
+        b.start()
+        harness.wait_until(lambda: monitor.execute("SELECT wait_event_type = 'Lock' FROM pg_stat_activity "
+                                                   "WHERE pid = %s", (second_conn.info.backend_pid,)).fetchone()[0]
+                           is True, 30, "the second batch to wait on a shared ID", interval_s=0.02)
+        release.set()
+        a.join(30)
+        b.join(30)
+    finally:
+        release.set()
+        first_conn.close()
+        second_conn.close()
+    assert not errors, errors
+    return results["first"], results["second"]

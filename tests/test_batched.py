@@ -3,10 +3,9 @@ import threading
 
 import psycopg
 import pytest
-from helpers import drained, read_all, send
+from helpers import drained, read_all, second_waits_for_first, send
 
 import consume_batched
-import harness
 import measure_kill
 from consume_batched import handle_batch
 
@@ -45,41 +44,17 @@ def test_unknown_account_is_rejected_without_failing_the_batch(conn):
 def test_overlapping_batches_in_two_consumers_apply_each_id_once(dsn, conn):
     """The first batch claims its IDs and holds its transaction; the second, overlapping and
     in the opposite order, must wait on the shared IDs, then apply only its own."""
-    claimed, release = threading.Event(), threading.Event()
-    results, errors = {}, []
+    def holding(hold):
+        def apply_batch(c, batch):
+            hold()
+            consume_batched.credit_accounts(c, batch)
+        return apply_batch
 
-    def holding(c, batch):
-        claimed.set()
-        assert release.wait(30)
-        consume_batched.credit_accounts(c, batch)
-
-    def first():
-        with psycopg.connect(dsn, autocommit=True) as c:
-            results["first"] = handle_batch(c, credits(["a", "b", "c", "d"]), apply_batch=holding)[0]
-
-    second_conn = psycopg.connect(dsn, autocommit=True)
-
-    def second():
-        try:
-            results["second"] = handle_batch(second_conn, credits(["f", "d", "e", "b"]))[0]
-        except Exception as e:  # a deadlock would land here
-            errors.append(e)
-
-    a = threading.Thread(target=first)
-    a.start()
-    assert claimed.wait(30)
-    b = threading.Thread(target=second)
-    b.start()
-    harness.wait_until(lambda: conn.execute("SELECT wait_event_type = 'Lock' FROM pg_stat_activity WHERE pid = %s",
-                                            (second_conn.info.backend_pid,)).fetchone()[0] is True,
-                       30, "the second batch to wait on a shared ID", interval_s=0.02)
-    release.set()
-    a.join(30)
-    b.join(30)
-    second_conn.close()
-    assert not errors
-    assert sorted(eid for eid, _ in results["first"]) == ["a", "b", "c", "d"]
-    assert sorted(eid for eid, _ in results["second"]) == ["e", "f"]
+    first, second = second_waits_for_first(
+        dsn, conn, lambda c, hold: handle_batch(c, credits(["a", "b", "c", "d"]), apply_batch=holding(hold))[0],
+        lambda c: handle_batch(c, credits(["f", "d", "e", "b"]))[0])
+    assert sorted(eid for eid, _ in first) == ["a", "b", "c", "d"]
+    assert sorted(eid for eid, _ in second) == ["e", "f"]
     assert set(per_id(conn).values()) == {1} and len(per_id(conn)) == 6
 
 

@@ -4,11 +4,10 @@ import threading
 
 import psycopg
 import pytest
-from helpers import drained, read_all, send
+from helpers import drained, read_all, second_waits_for_first, send
 
 import consume_batched
 import consume_pipelined
-import harness
 import measure_kill
 import measure_rebalance
 from consume_pipelined import claim_and_credit
@@ -41,19 +40,24 @@ def test_a_second_delivery_applies_only_what_is_new(conn):
     assert conn.execute("SELECT balance FROM accounts WHERE id = 1").fetchone()[0] == 30
 
 
-def test_ids_repeated_inside_a_batch_of_messages_count_once(topic, group, dsn, conn):
-    """Batch keeps the first copy of each ID; the statement never sees a repeat."""
-    send(topic, [(b"1", b'{"account_id": 1, "amount": 10}', [("event_id", i.encode())])
-                 for i in ("r1", "r2", "r1", "r3", "r2")])
+def run_until_drained(topic, group, dsn, **options):
+    """run_pipelined in a thread until the group has committed all of `topic`."""
     stop = threading.Event()
     thread = threading.Thread(target=consume_pipelined.run_pipelined, args=(topic, group),
-                              kwargs={"dsn": dsn, "stop": stop, "batch": 10}, daemon=True)
+                              kwargs={"dsn": dsn, "stop": stop, **options}, daemon=True)
     thread.start()
     try:
         drained(group, topic)
     finally:
         stop.set()
         thread.join(30)
+
+
+def test_ids_repeated_inside_a_batch_of_messages_count_once(topic, group, dsn, conn):
+    """Batch keeps the first copy of each ID; the statement never sees a repeat."""
+    send(topic, [(b"1", b'{"account_id": 1, "amount": 10}', [("event_id", i.encode())])
+                 for i in ("r1", "r2", "r1", "r3", "r2")])
+    run_until_drained(topic, group, dsn, batch=10)
     assert per_id(conn) == {"r1": 1, "r2": 1, "r3": 1}
     assert conn.execute("SELECT balance FROM accounts WHERE id = 1").fetchone()[0] == 30
 
@@ -61,41 +65,17 @@ def test_ids_repeated_inside_a_batch_of_messages_count_once(topic, group, dsn, c
 def test_the_statement_waits_for_a_batch_holding_shared_ids_then_applies_its_own(dsn, conn):
     """d claims its IDs and holds its transaction; p's statement, overlapping it, must wait on
     the shared IDs (not fail, not apply them), then apply only its own."""
-    claimed, release = threading.Event(), threading.Event()
-    results, errors = {}, []
+    def holding(hold):
+        def apply_batch(c, batch):
+            hold()
+            consume_batched.credit_accounts(c, batch)
+        return apply_batch
 
-    def holding(c, batch):
-        claimed.set()
-        assert release.wait(30)
-        consume_batched.credit_accounts(c, batch)
-
-    def first():
-        with psycopg.connect(dsn, autocommit=True) as c:
-            results["d"] = consume_batched.handle_batch(
-                c, list(credits(["a", "b", "c", "d"]).items()), apply_batch=holding)[0]
-
-    p_conn = psycopg.connect(dsn, autocommit=True)
-
-    def second():
-        try:
-            results["p"] = claim_and_credit(p_conn, credits(["f", "d", "e", "b"]))[0]
-        except Exception as e:  # a deadlock would land here
-            errors.append(e)
-
-    a = threading.Thread(target=first)
-    a.start()
-    assert claimed.wait(30)
-    b = threading.Thread(target=second)
-    b.start()
-    harness.wait_until(lambda: conn.execute("SELECT wait_event_type = 'Lock' FROM pg_stat_activity WHERE pid = %s",
-                                            (p_conn.info.backend_pid,)).fetchone()[0] is True,
-                       30, "p's statement to wait on a shared ID", interval_s=0.02)
-    release.set()
-    a.join(30)
-    b.join(30)
-    p_conn.close()
-    assert not errors
-    assert results["p"] == {"e", "f"}
+    _, applied = second_waits_for_first(
+        dsn, conn, lambda c, hold: consume_batched.handle_batch(c, list(credits(["a", "b", "c", "d"]).items()),
+                                                               apply_batch=holding(hold)),
+        lambda c: claim_and_credit(c, credits(["f", "d", "e", "b"]))[0])
+    assert applied == {"e", "f"}
     assert per_id(conn) == dict.fromkeys("abcdef", 1)
     assert conn.execute("SELECT balance FROM accounts WHERE id = 1").fetchone()[0] == 60
 
@@ -142,15 +122,7 @@ def test_poison_inside_a_batch_goes_to_dlq_before_the_offsets_move(connections, 
     send(topic, [good, (b"1", b"not json", [("event_id", b"p-1")]),
                  (b"9", b'{"account_id": 9999, "amount": 5}', [("event_id", b"p-2")]),
                  (b"1", b'{"account_id": 1, "amount": 100}', [("event_id", b"g-2")]), good])
-    stop = threading.Event()
-    thread = threading.Thread(target=consume_pipelined.run_pipelined, args=(topic, group),
-                              kwargs={"dsn": dsn, "stop": stop, "batch": 2, "connections": connections}, daemon=True)
-    thread.start()
-    try:
-        drained(group, topic)
-    finally:
-        stop.set()
-        thread.join(30)
+    run_until_drained(topic, group, dsn, batch=2, connections=connections)
     reasons = sorted(dict(m.headers())["dlq_reason"].decode() for m in read_all(topic + ".dlq", 2))
     assert reasons[0] == "unknown account 9999" and reasons[1].startswith("value is not JSON")
     assert per_id(conn) == {"g-1": 1, "g-2": 1}
