@@ -7,6 +7,7 @@ import psycopg
 from confluent_kafka import Consumer
 
 import consume
+import consume_batched
 import harness
 from publish import make_producer
 
@@ -98,3 +99,29 @@ def second_waits_for_first(dsn, monitor, first, second):
         second_conn.close()
     assert not errors, errors
     return results["first"], results["second"]
+
+
+# A batch with poison in it: good credits g-1 (twice) and g-2, a value that is not JSON (p-1)
+# and a credit for an account that does not exist (p-2).
+POISONED_BATCH = [
+    (b"1", b'{"account_id": 1, "amount": 100}', [("event_id", b"g-1")]),
+    (b"1", b"not json", [("event_id", b"p-1")]),
+    (b"9", b'{"account_id": 9999, "amount": 5}', [("event_id", b"p-2")]),
+    (b"1", b'{"account_id": 1, "amount": 100}', [("event_id", b"g-2")]),
+    (b"1", b'{"account_id": 1, "amount": 100}', [("event_id", b"g-1")]),
+]
+
+
+def holding_credit(hold):
+    """d's apply_batch that calls hold() (its claims held) before it credits."""
+    def apply_batch(conn, batch):
+        hold()
+        consume_batched.credit_accounts(conn, batch)
+    return apply_batch
+
+
+def run_threads(threads, timeout_s: float = 120.0) -> None:
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout_s)

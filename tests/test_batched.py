@@ -3,7 +3,7 @@ import threading
 
 import psycopg
 import pytest
-from helpers import drained, read_all, second_waits_for_first, send
+from helpers import POISONED_BATCH, drained, holding_credit, read_all, run_threads, second_waits_for_first, send
 
 import consume_batched
 import measure_kill
@@ -44,14 +44,8 @@ def test_unknown_account_is_rejected_without_failing_the_batch(conn):
 def test_overlapping_batches_in_two_consumers_apply_each_id_once(dsn, conn):
     """The first batch claims its IDs and holds its transaction; the second, overlapping and
     in the opposite order, must wait on the shared IDs, then apply only its own."""
-    def holding(hold):
-        def apply_batch(c, batch):
-            hold()
-            consume_batched.credit_accounts(c, batch)
-        return apply_batch
-
     first, second = second_waits_for_first(
-        dsn, conn, lambda c, hold: handle_batch(c, credits(["a", "b", "c", "d"]), apply_batch=holding(hold))[0],
+        dsn, conn, lambda c, hold: handle_batch(c, credits(["a", "b", "c", "d"]), apply_batch=holding_credit(hold))[0],
         lambda c: handle_batch(c, credits(["f", "d", "e", "b"]))[0])
     assert sorted(eid for eid, _ in first) == ["a", "b", "c", "d"]
     assert sorted(eid for eid, _ in second) == ["e", "f"]
@@ -74,20 +68,14 @@ def test_overlapping_batches_never_deadlock(dsn, conn):
 
     threads = [threading.Thread(target=hammer, args=(range(100),)),
                threading.Thread(target=hammer, args=(range(99, -1, -1),))]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(120)
+    run_threads(threads)
     assert errors == []
     assert conn.execute("SELECT count(*), count(DISTINCT event_id) FROM ledger").fetchone() == (1500, 1500)
     assert conn.execute("SELECT sum(balance) FROM accounts").fetchone()[0] == 1500
 
 
 def test_poison_inside_a_batch_goes_to_dlq_and_the_rest_is_applied(topic, group, dsn, conn):
-    good = (b"1", b'{"account_id": 1, "amount": 100}', [("event_id", b"g-1")])
-    send(topic, [good, (b"1", b"not json", [("event_id", b"p-1")]),
-                 (b"9", b'{"account_id": 9999, "amount": 5}', [("event_id", b"p-2")]),
-                 (b"1", b'{"account_id": 1, "amount": 100}', [("event_id", b"g-2")]), good])
+    send(topic, POISONED_BATCH)
     stop = threading.Event()
     thread = threading.Thread(target=consume_batched.run_batched, args=(topic, group),
                               kwargs={"dsn": dsn, "stop": stop, "batch": 10}, daemon=True)

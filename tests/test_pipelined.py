@@ -4,7 +4,7 @@ import threading
 
 import psycopg
 import pytest
-from helpers import drained, read_all, second_waits_for_first, send
+from helpers import POISONED_BATCH, drained, holding_credit, read_all, run_threads, second_waits_for_first, send
 
 import consume_batched
 import consume_pipelined
@@ -65,15 +65,9 @@ def test_ids_repeated_inside_a_batch_of_messages_count_once(topic, group, dsn, c
 def test_the_statement_waits_for_a_batch_holding_shared_ids_then_applies_its_own(dsn, conn):
     """d claims its IDs and holds its transaction; p's statement, overlapping it, must wait on
     the shared IDs (not fail, not apply them), then apply only its own."""
-    def holding(hold):
-        def apply_batch(c, batch):
-            hold()
-            consume_batched.credit_accounts(c, batch)
-        return apply_batch
-
     _, applied = second_waits_for_first(
         dsn, conn, lambda c, hold: consume_batched.handle_batch(c, list(credits(["a", "b", "c", "d"]).items()),
-                                                               apply_batch=holding(hold)),
+                                                               apply_batch=holding_credit(hold)),
         lambda c: claim_and_credit(c, credits(["f", "d", "e", "b"]))[0])
     assert applied == {"e", "f"}
     assert per_id(conn) == dict.fromkeys("abcdef", 1)
@@ -107,10 +101,7 @@ def test_p_beside_p_and_d_never_deadlocks(dsn, conn):
     threads = [threading.Thread(target=hammer_p, args=(range(100),)),
                threading.Thread(target=hammer_p, args=(range(99, -1, -1),)),
                threading.Thread(target=hammer_d, args=(range(50, 150),))]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(120)
+    run_threads(threads)
     assert errors == []
     assert conn.execute("SELECT count(*), count(DISTINCT event_id) FROM ledger").fetchone() == (2250, 2250)
     assert conn.execute("SELECT sum(balance) FROM accounts").fetchone()[0] == 2250
@@ -118,10 +109,7 @@ def test_p_beside_p_and_d_never_deadlocks(dsn, conn):
 
 @pytest.mark.parametrize("connections", [1, 2])
 def test_poison_inside_a_batch_goes_to_dlq_before_the_offsets_move(connections, topic, group, dsn, conn):
-    good = (b"1", b'{"account_id": 1, "amount": 100}', [("event_id", b"g-1")])
-    send(topic, [good, (b"1", b"not json", [("event_id", b"p-1")]),
-                 (b"9", b'{"account_id": 9999, "amount": 5}', [("event_id", b"p-2")]),
-                 (b"1", b'{"account_id": 1, "amount": 100}', [("event_id", b"g-2")]), good])
+    send(topic, POISONED_BATCH)
     run_until_drained(topic, group, dsn, batch=2, connections=connections)
     reasons = sorted(dict(m.headers())["dlq_reason"].decode() for m in read_all(topic + ".dlq", 2))
     assert reasons[0] == "unknown account 9999" and reasons[1].startswith("value is not JSON")
