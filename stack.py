@@ -724,6 +724,7 @@ def cluster_postgres_up(mode: str | None, deadline_s: float = 60.0) -> None:
 
 def cluster_up(mode: str | None) -> None:
     CLUSTER_HOME.mkdir(parents=True, exist_ok=True)
+    reserve_ports([q for _, _, port in cluster_nodes() for q in (port, port + 1)] + list(pg_cluster_ports().values()))
     fetch_kafka()
     cluster_postgres_up(mode)
     cluster_kafka_up()
@@ -793,9 +794,43 @@ def cluster_env() -> str:
 
 # --- verbs ---------------------------------------------------------------------
 
+RESERVED_PORTS = Path("/proc/sys/net/ipv4/ip_local_reserved_ports")
+
+
+def merged_port_ranges(current: str, ports) -> str:
+    """ip_local_reserved_ports' text ("8080,59192-59197") with `ports` added, as ranges."""
+    wanted = set(ports)
+    for part in filter(None, (p.strip() for p in current.split(","))):
+        low, _, high = part.partition("-")
+        wanted.update(range(int(low), int(high or low) + 1))
+    ranges, ordered = [], sorted(wanted)
+    for port in ordered:
+        if ranges and port == ranges[-1][1] + 1:
+            ranges[-1][1] = port
+        else:
+            ranges.append([port, port])
+    return ",".join(f"{a}-{b}" if a != b else f"{a}" for a, b in ranges)
+
+
+def reserve_ports(ports) -> None:
+    """Keep the kernel from handing the lab's listening ports out as the source ports of
+    outgoing connections. They lie in Linux's ephemeral range (32768-60999 by default): a node
+    started after another had connected out could find its own port taken by that connection
+    ("Address already in use"; seen when a replicated lab came up). Root only; otherwise one line."""
+    try:
+        current = RESERVED_PORTS.read_text()
+        merged = merged_port_ranges(current, ports)
+        if merged != current.strip():
+            RESERVED_PORTS.write_text(merged + "\n")
+    except OSError as e:
+        print(f"note: could not reserve ports {min(ports)}-{max(ports)} ({e.strerror}); a node may, rarely, find "
+              "its port taken by an outgoing connection", file=sys.stderr)
+
+
 def up() -> None:
     CACHE.mkdir(exist_ok=True)
     KAFKA_HOME.mkdir(exist_ok=True)
+    reserve_ports([kafka_address()[1], kafka_address()[1] + 1, postgres_params()["port"]])
     postgres_up()
     kafka_up()
 

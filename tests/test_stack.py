@@ -87,3 +87,9 @@ def test_a_failed_jar_fetch_is_one_line_with_the_log_named(monkeypatch, tmp_path
         stack.fetch_kafka()
     assert "\n" not in str(raised.value) and "Maven Central" in str(raised.value)
     assert str(tmp_path / "mvn.log") in str(raised.value) and (tmp_path / "mvn.log").read_text()
+
+
+def test_the_lab_ports_are_added_to_the_reserved_ones_as_ranges():
+    assert stack.merged_port_ranges("", [59193, 59192, 55432]) == "55432,59192-59193"
+    assert stack.merged_port_ranges("8080,59192-59193\n", [59194, 59092]) == "8080,59092,59192-59194"
+    assert stack.merged_port_ranges("59192-59197", [59194]) == "59192-59197"
