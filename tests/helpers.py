@@ -125,3 +125,17 @@ def run_threads(threads, timeout_s: float = 120.0) -> None:
         thread.start()
     for thread in threads:
         thread.join(timeout_s)
+
+
+def run_until_drained(run, topic, group, dsn, **options):
+    """run(topic, group, dsn=..., stop=..., **options) in a thread until the group has committed
+    all of `topic`; then stopped."""
+    stop = threading.Event()
+    thread = threading.Thread(target=run, args=(topic, group), kwargs={"dsn": dsn, "stop": stop, **options},
+                              daemon=True)
+    thread.start()
+    try:
+        drained(group, topic)
+    finally:
+        stop.set()
+        thread.join(30)

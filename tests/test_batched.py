@@ -3,7 +3,15 @@ import threading
 
 import psycopg
 import pytest
-from helpers import POISONED_BATCH, drained, holding_credit, read_all, run_threads, second_waits_for_first, send
+from helpers import (
+    POISONED_BATCH,
+    holding_credit,
+    read_all,
+    run_threads,
+    run_until_drained,
+    second_waits_for_first,
+    send,
+)
 
 import consume_batched
 import measure_kill
@@ -76,15 +84,7 @@ def test_overlapping_batches_never_deadlock(dsn, conn):
 
 def test_poison_inside_a_batch_goes_to_dlq_and_the_rest_is_applied(topic, group, dsn, conn):
     send(topic, POISONED_BATCH)
-    stop = threading.Event()
-    thread = threading.Thread(target=consume_batched.run_batched, args=(topic, group),
-                              kwargs={"dsn": dsn, "stop": stop, "batch": 10}, daemon=True)
-    thread.start()
-    try:
-        drained(group, topic)
-    finally:
-        stop.set()
-        thread.join(30)
+    run_until_drained(consume_batched.run_batched, topic, group, dsn, batch=10)
     reasons = sorted(dict(m.headers())["dlq_reason"].decode() for m in read_all(topic + ".dlq", 2))
     assert reasons[0] == "unknown account 9999" and reasons[1].startswith("value is not JSON")
     assert per_id(conn) == {"g-1": 1, "g-2": 1}

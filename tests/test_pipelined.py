@@ -4,7 +4,15 @@ import threading
 
 import psycopg
 import pytest
-from helpers import POISONED_BATCH, drained, holding_credit, read_all, run_threads, second_waits_for_first, send
+from helpers import (
+    POISONED_BATCH,
+    holding_credit,
+    read_all,
+    run_threads,
+    run_until_drained,
+    second_waits_for_first,
+    send,
+)
 
 import consume_batched
 import consume_pipelined
@@ -40,24 +48,11 @@ def test_a_second_delivery_applies_only_what_is_new(conn):
     assert conn.execute("SELECT balance FROM accounts WHERE id = 1").fetchone()[0] == 30
 
 
-def run_until_drained(topic, group, dsn, **options):
-    """run_pipelined in a thread until the group has committed all of `topic`."""
-    stop = threading.Event()
-    thread = threading.Thread(target=consume_pipelined.run_pipelined, args=(topic, group),
-                              kwargs={"dsn": dsn, "stop": stop, **options}, daemon=True)
-    thread.start()
-    try:
-        drained(group, topic)
-    finally:
-        stop.set()
-        thread.join(30)
-
-
 def test_ids_repeated_inside_a_batch_of_messages_count_once(topic, group, dsn, conn):
     """Batch keeps the first copy of each ID; the statement never sees a repeat."""
     send(topic, [(b"1", b'{"account_id": 1, "amount": 10}', [("event_id", i.encode())])
                  for i in ("r1", "r2", "r1", "r3", "r2")])
-    run_until_drained(topic, group, dsn, batch=10)
+    run_until_drained(consume_pipelined.run_pipelined, topic, group, dsn, batch=10)
     assert per_id(conn) == {"r1": 1, "r2": 1, "r3": 1}
     assert conn.execute("SELECT balance FROM accounts WHERE id = 1").fetchone()[0] == 30
 
@@ -110,7 +105,7 @@ def test_p_beside_p_and_d_never_deadlocks(dsn, conn):
 @pytest.mark.parametrize("connections", [1, 2])
 def test_poison_inside_a_batch_goes_to_dlq_before_the_offsets_move(connections, topic, group, dsn, conn):
     send(topic, POISONED_BATCH)
-    run_until_drained(topic, group, dsn, batch=2, connections=connections)
+    run_until_drained(consume_pipelined.run_pipelined, topic, group, dsn, batch=2, connections=connections)
     reasons = sorted(dict(m.headers())["dlq_reason"].decode() for m in read_all(topic + ".dlq", 2))
     assert reasons[0] == "unknown account 9999" and reasons[1].startswith("value is not JSON")
     assert per_id(conn) == {"g-1": 1, "g-2": 1}
