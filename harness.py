@@ -169,11 +169,116 @@ def run_space(experiment: str, name: str, partitions: int, keep: bool = False, a
 
 # --- workload ------------------------------------------------------------------
 
-def make_events(count: int, prefix: str, accounts: int = ACCOUNTS, seed: int = 0) -> list[tuple[str, dict]]:
-    """`count` credits with IDs prefix-1..prefix-count; seq lets a worker pick the ones to stall."""
+# How a producer names its events: "seq" is the lab's readable prefix-N; "text" a random
+# UUID (version 4) as text, the post's default; "uuid-v7" a time-ordered UUIDv7 as text,
+# so a later event's ID sorts after an earlier one's and the inbox's B-tree grows at its
+# right-hand edge. Both UUID kinds land in the same text column of processed_messages.
+ID_TYPES = ("seq", "text", "uuid-v7")
+
+
+def event_ids(count: int, prefix: str, id_type: str = "seq") -> list[str]:
+    """`count` event IDs of `id_type`, in the order a producer would make them. UUIDs are
+    random, not seeded: a kept inbox outlives a measurement, and a second run must not meet
+    the first one's IDs there."""
+    if id_type == "seq":
+        return [f"{prefix}-{n}" for n in range(1, count + 1)]
+    rng = random.SystemRandom()
+    if id_type == "text":
+        return [str(uuid.UUID(int=rng.getrandbits(128), version=4)) for _ in range(count)]
+    if id_type != "uuid-v7":
+        raise ValueError(f"unknown id type {id_type!r}; choose from {', '.join(ID_TYPES)}")
+    # RFC 9562's layout: 48 bits of Unix milliseconds, the version, 12 bits that here count
+    # within the millisecond (carrying into it), so IDs rise strictly in the order made, then
+    # the variant and 62 random bits.
+    start = time.time_ns() // 1_000_000 << 12
+    ids = []
+    for n in range(count):
+        stamp = start + n
+        bits = (stamp >> 12) << 80 | 0x7 << 76 | (stamp & 0xFFF) << 64 | 0b10 << 62 | rng.getrandbits(62)
+        ids.append(str(uuid.UUID(int=bits)))
+    return ids
+
+
+def make_events(count: int, prefix: str, accounts: int = ACCOUNTS, seed: int = 0,
+                id_type: str = "seq") -> list[tuple[str, dict]]:
+    """`count` credits with IDs of `id_type` (prefix-1..prefix-count by default); seq lets a
+    worker pick the ones to stall."""
     rng = random.Random(seed)
-    return [(f"{prefix}-{n}", {"account_id": rng.randint(1, accounts), "amount": rng.randint(1, 100), "seq": n})
-            for n in range(1, count + 1)]
+    return [(event_id, {"account_id": rng.randint(1, accounts), "amount": rng.randint(1, 100), "seq": n})
+            for n, event_id in enumerate(event_ids(count, prefix, id_type), start=1)]
+
+
+# --- a kept inbox: millions of remembered IDs, lent to one run at a time ----------
+
+# The same IDs as event_ids() makes, made by the server, for filling.
+FILL_IDS = {"text": "gen_random_uuid()::text", "uuid-v7": "uuidv7()::text"}
+
+
+def kept_inbox_schema(id_type: str) -> str:
+    return f"m3_inbox_{id_type.replace('-', '_')}"
+
+
+def fill_inbox(id_type: str, rows: int, chunk: int = 1_000_000, schema: str | None = None) -> int:
+    """Make the kept inbox of `id_type` (its own schema, kept between runs and measurements)
+    hold at least `rows` IDs of consume.CONSUMER_NAME, and return how many it holds. Filled
+    without its primary key, which is then built in one sort (minutes, where inserting 50
+    million random keys into the B-tree would take hours), then VACUUM (ANALYZE) and a
+    CHECKPOINT, so every run starts from a settled table. One that holds far more than `rows`
+    (a bigger fill from before) is dropped and filled again. Each chunk and its count are one
+    transaction, so an interrupted fill resumes. `schema`: another home than the measurement's."""
+    schema = schema or kept_inbox_schema(id_type)
+    with psycopg.connect(ADMIN_DSN, autocommit=True) as conn:
+        if conn.execute("SELECT to_regclass(%s)", (f"{schema}.inbox_fill",)).fetchone()[0] is not None:
+            held = conn.execute(sql.SQL("SELECT rows FROM {}.inbox_fill").format(sql.Identifier(schema))).fetchone()[0]
+            keyed = conn.execute("SELECT to_regclass(%s)", (f"{schema}.processed_messages_pkey",)).fetchone()[0]
+            if held > max(rows * 1.25, rows + 2_000_000):
+                drop_schema(schema)
+            elif held >= rows and keyed is not None:
+                return held
+    with psycopg.connect(ADMIN_DSN, autocommit=True) as conn:
+        if conn.execute("SELECT to_regnamespace(%s)", (schema,)).fetchone()[0] is None:
+            create_schema(schema, accounts=0)
+            conn.execute(sql.SQL("CREATE TABLE {}.inbox_fill (rows bigint NOT NULL)").format(sql.Identifier(schema)))
+            conn.execute(sql.SQL("INSERT INTO {}.inbox_fill VALUES (0)").format(sql.Identifier(schema)))
+    with psycopg.connect(scoped_dsn(schema, ADMIN_DSN), autocommit=True) as conn:
+        conn.execute("SET maintenance_work_mem = '1GB'")
+        conn.execute("ALTER TABLE processed_messages DROP CONSTRAINT IF EXISTS processed_messages_pkey")
+        held = conn.execute("SELECT rows FROM inbox_fill").fetchone()[0]
+        while held < rows:
+            n = min(chunk, rows - held)
+            with conn.transaction():
+                conn.execute(sql.SQL("INSERT INTO processed_messages (consumer, message_id) "
+                                     "SELECT %s, {} FROM generate_series(1, %s)").format(sql.SQL(FILL_IDS[id_type])),
+                             (consume.CONSUMER_NAME, n))
+                held = conn.execute("UPDATE inbox_fill SET rows = rows + %s RETURNING rows", (n,)).fetchone()[0]
+            results.status(f"filling the {id_type} inbox: {held:,} of {rows:,}")
+        results.progress(f"{id_type} inbox: {held:,} IDs; building its primary key")
+        conn.execute("ALTER TABLE processed_messages ADD PRIMARY KEY (consumer, message_id)")
+        conn.execute("VACUUM (ANALYZE) processed_messages")
+        conn.execute("CHECKPOINT")
+    return held
+
+
+@contextlib.contextmanager
+def kept_inbox(space: RunSpace, id_type: str, schema: str | None = None):
+    """Lend the kept inbox of `id_type` to this run: its processed_messages replaces the run's
+    own (a rename: ALTER TABLE ... SET SCHEMA moves no data; grants and indexes go with the
+    table) and goes back to its schema when the run ends, counted up by the credits the run
+    applied (each one claimed an ID). Yields the IDs it held when lent."""
+    home = sql.Identifier(schema or kept_inbox_schema(id_type))
+    run = sql.Identifier(space.schema)
+    with psycopg.connect(ADMIN_DSN, autocommit=True) as conn:
+        held = conn.execute(sql.SQL("SELECT rows FROM {}.inbox_fill").format(home)).fetchone()[0]
+        with conn.transaction():
+            conn.execute(sql.SQL("DROP TABLE {}.processed_messages").format(run))
+            conn.execute(sql.SQL("ALTER TABLE {}.processed_messages SET SCHEMA {}").format(home, run))
+    try:
+        yield held
+    finally:
+        with psycopg.connect(ADMIN_DSN, autocommit=True) as conn, conn.transaction():
+            claimed = conn.execute(sql.SQL("SELECT count(DISTINCT event_id) FROM {}.ledger").format(run)).fetchone()[0]
+            conn.execute(sql.SQL("ALTER TABLE {}.processed_messages SET SCHEMA {}").format(run, home))
+            conn.execute(sql.SQL("UPDATE {}.inbox_fill SET rows = rows + %s").format(home), (claimed,))
 
 
 def produce_events(topic: str, events: list[tuple[str, dict]], timeout_s: float = 120.0, partitions=None,

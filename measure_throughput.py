@@ -13,10 +13,23 @@ invocation, so their ratios (c/b is the inbox's cost) are measured side by side
 on this shared, noisy machine. No fault; the checker confirms every run applied
 each credit once.
 
+How cost grows with the inbox (--inbox-rows, --id-type): each run borrows a kept
+inbox that already remembers that many IDs (harness.kept_inbox; filled once, then
+reused), and its events carry IDs of the same type: random UUIDs as text, or
+UUIDv7s as text, which sort in the order they were made. Sizes are blocks run one
+after another (a fill takes minutes); within a block the variants and ID types are
+interleaved, so v7 against text is side by side, and a size against 0 is not.
+Each run also records the WAL it wrote per message and how many inbox-index
+blocks were read from outside shared_buffers per message.
+
 Assumptions: the stack is up and nothing else measures on it (a lock enforces it).
 
     python measure_throughput.py --variants a1,a2,b,c --runs 5 --events 100000
+    python measure_throughput.py --variants c,d,p --inbox-rows 0,10000000,50000000 \
+        --id-type text,uuid-v7 --events-of c=5000 --out results/throughput-inbox.json
 """
+import argparse
+import contextlib
 import sys
 import time
 
@@ -38,6 +51,13 @@ RATIOS = (("c", "b"), ("b", "a1"), ("c", "a1"), ("a2", "a1"), ("d", "c"), ("d", 
           *((f"k@{n}", "c") for n in (1, 4, 16, 64)))
 
 
+def server_settings() -> dict:
+    """The settings an inbox bigger than memory meets: recorded with the growth runs."""
+    names = ("shared_buffers", "max_wal_size", "checkpoint_timeout", "full_page_writes", "synchronous_commit")
+    with psycopg.connect(harness.ADMIN_DSN) as conn:
+        return {n: conn.execute(f"SHOW {n}").fetchone()[0] for n in names}
+
+
 def timing(dsn: str) -> dict:
     with psycopg.connect(dsn) as conn:
         first, last, rows = conn.execute(
@@ -52,14 +72,24 @@ def timing(dsn: str) -> dict:
             "gap_p50_ms": round(p50, 3), "gap_p99_ms": round(p99, 3)}
 
 
+def server_counters(dsn: str) -> tuple[int, int]:
+    """(WAL bytes written so far, inbox-index blocks read from outside shared_buffers so far)."""
+    with psycopg.connect(dsn) as conn:
+        return conn.execute(
+            "SELECT (pg_current_wal_insert_lsn() - '0/0'::pg_lsn)::bigint, coalesce(("
+            "SELECT idx_blks_read FROM pg_statio_all_indexes WHERE indexrelid = 'processed_messages_pkey'::regclass"
+            "), 0)").fetchone()
+
+
 def label(variant: str, batch: int | None) -> str:
     """How a run is named in the results: d in a batch sweep is d@N."""
     return f"{variant}@{batch}" if batch is not None else variant
 
 
-def run_once(variant: str, run: int, config: dict) -> dict:
+def run_once(variant: str, run: int, config: dict, id_type: str = "seq", inbox_rows: int | None = None) -> dict:
     """One worker reads `config["events"]` credits; `variant` may be a sweep's d@N (N a batch),
-    k@N (N lanes) or p@N (N connections), and end in :N, N workers in one group (--consumers)."""
+    k@N (N lanes) or p@N (N connections), and end in :N, N workers in one group (--consumers).
+    `inbox_rows` (not None): the run's inbox already remembers that many `id_type` IDs."""
     name = variant
     variant, _, consumers = name.partition(":")
     consumers = int(consumers or 1)
@@ -67,7 +97,9 @@ def run_once(variant: str, run: int, config: dict) -> dict:
     batch = int(swept) if swept and variant == "d" else config.get("batch", 500)
     lanes = int(swept) if swept and variant == "k" else config.get("lanes", 16)
     connections = int(swept) if swept and variant in ("p", "db", "db-d") else config.get("connections", 1)
-    events_count = config["events"]
+    events_count = config.get("events_of", {}).get(variant, config["events"])
+    if inbox_rows:  # before the clock starts: the first fill of a size takes minutes
+        harness.fill_inbox(id_type, inbox_rows)
     started = time.monotonic()
     args = harness.worker_args(variant, {"batch": batch, "lanes": lanes, "connections": connections,
                                          "work_ms": config.get("work_ms", 0),
@@ -76,11 +108,14 @@ def run_once(variant: str, run: int, config: dict) -> dict:
         args += ("--expect", events_count)
     # Generous: 20 msgs/s would be a tenth of the slowest variant seen here.
     deadline = max(120.0, events_count / 20)
-    events = harness.make_events(events_count, prefix=f"r{run}", seed=run)
+    events = harness.make_events(events_count, prefix=f"r{run}", seed=run, id_type=id_type)
     file_name = name.replace("@", "-").replace(":", "-x")
-    with harness.run_space("m3", f"{file_name}-r{run}", config["partitions"]) as space:
+    with contextlib.ExitStack() as stack:
+        space = stack.enter_context(harness.run_space("m3", f"{file_name}-r{run}", config["partitions"]))
+        held = stack.enter_context(harness.kept_inbox(space, id_type)) if inbox_rows else 0
         if variant not in ("db", "db-d"):  # these read nothing from Kafka
             harness.produce_events(space.topic, events)
+        counters = server_counters(space.admin)
         workers = harness.start_workers(variant, space, f"throughput-{file_name}-r{run}", args, count=consumers)
         try:
             if variant in SELF_TIMED:
@@ -92,7 +127,13 @@ def run_once(variant: str, run: int, config: dict) -> dict:
         finally:
             for worker in workers:
                 worker.stop()
-        record = {"variant": name, "run": run, "events": events_count, "consumers": consumers}
+        (wal_after, reads_after), (wal_before, reads_before) = server_counters(space.admin), counters
+        wal, index_reads = wal_after - wal_before, reads_after - reads_before
+        record = {"variant": name, "run": run, "events": events_count, "consumers": consumers,
+                  "wal_bytes_per_msg": round(wal / events_count), "inbox_index_reads_per_msg":
+                  round(index_reads / events_count, 3)}
+        if inbox_rows is not None:
+            record.update({"id_type": id_type, "inbox_rows": inbox_rows, "inbox_rows_held": held})
         if variant in ("d", "p", *SELF_TIMED):
             record["batch"] = batch
         if variant == "k":
@@ -111,7 +152,35 @@ def run_once(variant: str, run: int, config: dict) -> dict:
     return record
 
 
+def paired_ratio(tops: list[dict], bottoms: list[dict]) -> dict | None:
+    """Median, min and max of top/bottom msgs/s over the runs both have, paired by run number."""
+    by_run = {b["run"]: b["msgs_per_s"] for b in bottoms}
+    paired = [t["msgs_per_s"] / by_run[t["run"]] for t in tops if t["run"] in by_run]
+    return {key: round(value, 3) for key, value in results.stats(paired).items()} if paired else None
+
+
+def summarise_growth(runs: list[dict]) -> dict:
+    """Per variant, ID type and inbox size: msgs/s, WAL and index reads per message; each
+    size against the empty inbox, and v7 against text at each size (the side-by-side one)."""
+    cases = {}
+    for r in runs:
+        cases.setdefault((r["variant"], r["id_type"], r["inbox_rows"]), []).append(r)
+    growth = {}
+    for (variant, id_type, rows), mine in cases.items():
+        entry = {"runs": len(mine), "inbox_rows_held": results.stats(r["inbox_rows_held"] for r in mine),
+                 **{field: results.stats(r[field] for r in mine)
+                    for field in ("msgs_per_s", "wal_bytes_per_msg", "inbox_index_reads_per_msg")}}
+        if rows and (variant, id_type, 0) in cases:  # blocks minutes apart: not side by side
+            entry["vs_empty"] = paired_ratio(mine, cases[(variant, id_type, 0)])
+        if id_type == "uuid-v7" and (variant, "text", rows) in cases:
+            entry["vs_text"] = paired_ratio(mine, cases[(variant, "text", rows)])
+        growth.setdefault(variant, {}).setdefault(id_type, {})[str(rows)] = entry
+    return {"growth": growth}
+
+
 def summarise(runs: list[dict]) -> dict:
+    if any("inbox_rows" in r for r in runs):
+        return summarise_growth(runs)
     names = list(dict.fromkeys(r["variant"] for r in runs))  # in the order they were first run
     summary = {name: {"runs": sum(r["variant"] == name for r in runs),
                       "msgs_per_s": results.stats(r["msgs_per_s"] for r in runs if r["variant"] == name)}
@@ -128,9 +197,21 @@ def summarise(runs: list[dict]) -> dict:
     return {"variants": summary, "ratios": ratios}
 
 
+def spread(stat, digits):
+    return f"{stat['median']:.{digits}f} ({stat['min']:.{digits}f}-{stat['max']:.{digits}f})"
+
+
 def table(summary: dict) -> str:
-    def spread(stat, digits):
-        return f"{stat['median']:.{digits}f} ({stat['min']:.{digits}f}-{stat['max']:.{digits}f})"
+    if "growth" in summary:
+        return results.text_table(
+            ["variant", "ids", "inbox rows", "runs", "msgs/s median (min-max)", "/ empty", "v7 / text",
+             "WAL B/msg", "index reads/msg"],
+            [[variant, id_type, f"{int(rows):,}", e["runs"], spread(e["msgs_per_s"], 1),
+              spread(e["vs_empty"], 3) if e.get("vs_empty") else "-",
+              spread(e["vs_text"], 3) if e.get("vs_text") else "-",
+              f"{e['wal_bytes_per_msg']['median']:,.0f}", f"{e['inbox_index_reads_per_msg']['median']:.3f}"]
+             for variant, types in summary["growth"].items() for id_type, sizes in types.items()
+             for rows, e in sizes.items()])
 
     return results.text_table(["variant", "runs", "msgs/s median (min-max)"],
                               [[variant, s["runs"], spread(s["msgs_per_s"], 1)]
@@ -141,6 +222,25 @@ def table(summary: dict) -> str:
 def verdict_line(r: dict) -> str:
     return (f"{r['variant']} run {r['run']}: {r['msgs_per_s']} msgs/s, gap p50 {r['gap_p50_ms']} ms, "
             f"p99 {r['gap_p99_ms']} ms, {r['duplicates']} duplicates, {r['lost']} lost")
+
+
+def counts(text: str) -> list[int]:
+    """--inbox-rows 0,10000000: whole numbers of at least 0."""
+    try:
+        values = [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        values = []
+    if not values or min(values) < 0:
+        raise argparse.ArgumentTypeError(f"expected counts like 0,10000000, got {text!r}")
+    return values
+
+
+def events_of(text: str) -> dict:
+    """--events-of c=5000,d=100000."""
+    pairs = [part.partition("=") for part in text.split(",") if part.strip()]
+    if not pairs or any(not n.isdigit() or int(n) < 2 for _, _, n in pairs):
+        raise argparse.ArgumentTypeError(f"expected VARIANT=N,... with N >= 2, got {text!r}")
+    return {name.strip(): int(n) for name, _, n in pairs}
 
 
 def parse_args(argv=None):
@@ -155,7 +255,20 @@ def parse_args(argv=None):
     parser.add_argument("--work-ms", type=float, default=0, help="handler sleep per message")
     parser.add_argument("--consumers", type=cli.sizes, metavar="N,N,...",
                         help="run each variant once per count, that many workers in one group (VARIANT:N)")
+    parser.add_argument("--inbox-rows", type=counts, metavar="N,N,...",
+                        help="run each variant on inboxes already holding N IDs, one size after another")
+    parser.add_argument("--id-type", type=cli.names_of(harness.ID_TYPES), default=["seq"],
+                        help=f"the events' IDs, one or more of {', '.join(harness.ID_TYPES)} "
+                             "(with --inbox-rows: text, uuid-v7)")
+    parser.add_argument("--events-of", type=events_of, default={}, metavar="VARIANT=N,...",
+                        help="another --events for some variants (c is ~30x slower than d)")
     args = parser.parse_args(argv)
+    if args.inbox_rows is not None and (set(args.id_type) - set(harness.FILL_IDS)
+                                        or args.sweep_batch or args.sweep_lanes or args.consumers):
+        parser.error("--inbox-rows takes --id-type text and/or uuid-v7, and no sweep or --consumers")
+    unknown = set(args.events_of) - {v.partition("@")[0] for v in VARIANTS}
+    if unknown:
+        parser.error(f"--events-of names no variant: {', '.join(sorted(unknown))}")
     if args.consumers and set(args.variants) & set(SELF_TIMED):
         parser.error(f"--consumers times the ledger; {', '.join(SELF_TIMED)} have none")
     if args.runs < 1 or args.events < 2 or args.partitions < 1 or args.batch < 1:
@@ -179,12 +292,24 @@ def main(args) -> int:
         names = [f"{name}:{n}" for name in names for n in args.consumers]
     config = {"variants": names, "runs": args.runs, "events": args.events, "partitions": args.partitions,
               "work_ms": args.work_ms, "kills": 0, "order": "interleaved by run, rotating"}
+    plan = [{"variant": name} for name in names]
+    outer = ()
+    if args.events_of:
+        config["events_of"] = args.events_of
+    if args.id_type != ["seq"]:
+        config["id_types"] = args.id_type
+        plan = [{**fields, "id_type": id_type} for fields in plan for id_type in args.id_type]
+    if args.inbox_rows is not None:
+        config.update(inbox_rows=args.inbox_rows, order="by inbox size; within one, interleaved by run, rotating",
+                      server=server_settings())
+        plan = [{**fields, "inbox_rows": rows} for rows in args.inbox_rows for fields in plan]
+        outer = ("inbox_rows",)
     if not sweep and {"d", "p", *SELF_TIMED} & set(args.variants):
         config["batch"] = args.batch
     if args.consumers:
         config["consumers"] = args.consumers
-    results.drive("measure_throughput", args.out, config, [{"variant": name} for name in names], run_once,
-                  summarise, table, verdict_line, args.force, rotate=True)
+    results.drive("measure_throughput", args.out, config, plan, run_once,
+                  summarise, table, verdict_line, args.force, rotate=True, outer=outer)
     return 0
 
 

@@ -243,24 +243,29 @@ def status(text: str) -> None:
 
 
 def drive(name: str, out, config: dict, plan, run_once, summarise, table, verdict_line,
-          force: bool = False, rotate: bool = False, options: dict | None = None) -> dict:
+          force: bool = False, rotate: bool = False, options: dict | None = None, outer: tuple = ()) -> dict:
     """The loop every measurement runs. `plan` lists what one run covers, as dicts of the
     fields that name a run (e.g. {"variant": "c"}); run r of each is run_once(**fields,
     run=r, config=config). Runs are interleaved across the plan, so machine noise spreads
     over all of it (`rotate` also shifts the order by one each run); a run already in the
     file is skipped, not repeated; after each, its verdict line and its plain fields.
     `options` reach run_once inside its config but are not recorded: how to run (e.g.
-    keep=True), not what was measured."""
+    keep=True), not what was measured. `outer` names fields that change slowly (an inbox
+    that takes minutes to fill): the plan is cut into blocks by their values, in the plan's
+    order, and each block gets all its runs before the next begins."""
     global _progress
     plan = [dict(fields) for fields in plan]
+    blocks = {}
+    for fields in plan:
+        blocks.setdefault(tuple(fields.get(name) for name in outer), []).append(fields)
     results = ResultsFile(name, Path(out), config, force)
     with measurement_lock(name):
         runs = range(1, config["runs"] + 1)
         _progress = Progress(name, len(plan) * len(runs), sum(results.done(**f, run=r) for f in plan for r in runs))
         try:
-            for run in runs:
-                shift = (run - 1) % len(plan) if rotate else 0
-                for fields in plan[shift:] + plan[:shift]:
+            for block, run in ((block, run) for block in blocks.values() for run in runs):
+                shift = (run - 1) % len(block) if rotate else 0
+                for fields in block[shift:] + block[:shift]:
                     if results.done(**fields, run=run):
                         continue
                     progress(f"{' '.join(map(str, fields.values()))} run {run} of {config['runs']}")

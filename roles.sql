@@ -38,3 +38,7 @@ GRANT CREATE ON SCHEMA public TO inbox_owner;
 -- may shorten its own deadlock_timeout (the tests force a real deadlock).
 GRANT pg_read_all_stats TO inbox_owner;
 GRANT SET ON PARAMETER deadlock_timeout TO inbox_owner;
+
+-- and may force a checkpoint: measure_throughput's inbox-growth runs settle a freshly
+-- filled inbox (gigabytes of WAL) with one, so no run starts inside the fill's checkpoint.
+GRANT pg_checkpoint TO inbox_owner;

@@ -23,6 +23,7 @@ BAD = [
     ("retention.py", ["--window", "14x"], "invalid window value"),
     ("profile_d.py", ["--batch", "0"], "must be at least 1"),
     ("measure_throughput.py", ["--sweep-batch", "10,0"], "sizes must be at least 1"),
+    ("measure_throughput.py", ["--inbox-rows", "10", "--id-type", "seq"], "--inbox-rows takes --id-type text"),
     ("consume.py", ["--nope"], "unrecognized arguments"),
     ("report.py", ["--nope"], "unrecognized arguments"),
     ("measure_race.py", ["--variant", "d", "--copies", "7"], "needs at least as many --partitions"),

@@ -1,9 +1,15 @@
 """measure_throughput's run on a few hundred messages: it times real side effects and
 checks them. No timing is asserted here; benchmarks live in the harness."""
+import uuid
+
+import psycopg
 import pytest
 
+import consume
+import harness
 import measure_latency
 import measure_throughput
+import results
 
 
 @pytest.mark.slow
@@ -31,3 +37,64 @@ def test_ratios_pair_variants_within_a_run():
             {"variant": "b", "run": 2, "msgs_per_s": 100.0}, {"variant": "c", "run": 2, "msgs_per_s": 95.0}]
     ratios = measure_throughput.summarise(runs)["ratios"]
     assert ratios["c/b"] == {"median": 0.925, "min": 0.9, "max": 0.95}
+
+
+def test_event_ids_are_v4_or_time_ordered_v7():
+    text, v7 = harness.event_ids(2000, "r1", "text"), harness.event_ids(5000, "r1", "uuid-v7")
+    assert {uuid.UUID(i).version for i in text} == {4} and len(set(text)) == 2000
+    assert {uuid.UUID(i).version for i in v7} == {7}
+    assert v7 == sorted(v7) and len(set(v7)) == 5000  # as text too: the order the inbox's B-tree sees
+    assert harness.event_ids(2, "r1") == ["r1-1", "r1-2"]
+
+
+@pytest.mark.usefixtures("services")
+def test_a_kept_inbox_is_lent_to_a_run_and_remembers_what_it_claimed():
+    home = harness.unique("test_kept")
+    try:
+        assert harness.fill_inbox("uuid-v7", 3000, chunk=1000, schema=home) == 3000
+        with psycopg.connect(harness.scoped_dsn(home, harness.ADMIN_DSN)) as conn:
+            old_id = conn.execute("SELECT message_id FROM processed_messages LIMIT 1").fetchone()[0]
+            assert conn.execute("SELECT count(*) FROM processed_messages").fetchone()[0] == 3000
+        with harness.run_space("test", "kept", 1) as space:
+            with harness.kept_inbox(space, "uuid-v7", schema=home) as held, psycopg.connect(space.dsn) as conn:
+                assert held == 3000
+                [new_id] = harness.event_ids(1, "r1", "uuid-v7")
+                event = {"account_id": 1, "amount": 5}
+                assert not consume.handle_once(conn, old_id, event)  # remembered from the fill
+                assert consume.handle_once(conn, new_id, event)
+            with psycopg.connect(space.admin) as conn:  # gone home with the run's ID in it
+                assert conn.execute("SELECT to_regclass('processed_messages')").fetchone()[0] is None
+        with psycopg.connect(harness.scoped_dsn(home, harness.ADMIN_DSN)) as conn:
+            assert conn.execute("SELECT count(*), (SELECT rows FROM inbox_fill) FROM processed_messages "
+                                "WHERE consumer = %s", (consume.CONSUMER_NAME,)).fetchone() == (3001, 3001)
+        assert harness.fill_inbox("uuid-v7", 3000, schema=home) == 3001  # enough already: kept as it is
+    finally:
+        harness.drop_schema(home)
+
+
+@pytest.mark.usefixtures("services")
+def test_the_driver_runs_each_outer_block_to_the_end_before_the_next(tmp_path):
+    seen = []
+
+    def run_once(variant, inbox_rows, run, config):
+        seen.append((inbox_rows, variant, run))
+        return {"variant": variant, "inbox_rows": inbox_rows, "run": run}
+
+    plan = [{"variant": v, "inbox_rows": n} for n in (0, 10) for v in ("c", "d")]
+    results.drive("test", tmp_path / "out.json", {"runs": 2}, plan, run_once, lambda runs: {}, lambda s: "",
+                  lambda r: "", rotate=True, outer=("inbox_rows",))
+    assert seen == [(0, "c", 1), (0, "d", 1), (0, "d", 2), (0, "c", 2),
+                    (10, "c", 1), (10, "d", 1), (10, "d", 2), (10, "c", 2)]
+
+
+def test_growth_pairs_v7_with_text_and_each_size_with_the_empty_inbox():
+    def run(id_type, rows, n, rate):
+        return {"variant": "d", "id_type": id_type, "inbox_rows": rows, "run": n, "msgs_per_s": rate,
+                "inbox_rows_held": rows, "wal_bytes_per_msg": 100, "inbox_index_reads_per_msg": 0.0}
+
+    runs = [run("text", 0, 1, 100.0), run("uuid-v7", 0, 1, 100.0), run("text", 0, 2, 200.0),
+            run("text", 10, 1, 50.0), run("uuid-v7", 10, 1, 90.0), run("text", 10, 2, 150.0)]
+    growth = measure_throughput.summarise(runs)["growth"]["d"]
+    assert growth["text"]["10"]["vs_empty"] == {"median": 0.625, "min": 0.5, "max": 0.75}
+    assert growth["uuid-v7"]["10"]["vs_text"] == {"median": 1.8, "min": 1.8, "max": 1.8}
+    assert "vs_empty" not in growth["text"]["0"] and "vs_text" not in growth["text"]["10"]
