@@ -243,6 +243,69 @@ def parallel(plt, doc):
     return fig
 
 
+# --- M3: the inbox's size, the number of consumers, latency ---------------------------------
+
+COLOURS = {"c": DARK, "d": BLUE, "p": RED}
+
+
+def growth(plt, doc):
+    growth = doc["summary"]["growth"]
+    fig, axes = plt.subplots(1, 2, figsize=(10, 4.2))
+    for variant, types in growth.items():
+        for id_type, sizes in types.items():
+            style = dict(color=COLOURS.get(variant, GREY), marker="o",
+                         linestyle="-" if id_type == "text" else "--",
+                         label=f"{variant}, {'UUIDv4' if id_type == 'text' else 'UUIDv7'}")
+            rows = sorted(int(n) for n in sizes)
+            xs = [n / 1e6 for n in rows]
+            relative = [1.0 if n == 0 else sizes[str(n)]["vs_empty"]["median"] for n in rows]
+            axes[0].plot(xs, relative, **style)
+            axes[1].plot(xs, [sizes[str(n)]["wal_bytes_per_msg"]["median"] for n in rows], **style)
+    axes[0].set_ylabel("msgs/s ÷ the same on an empty inbox (median)")
+    axes[1].set_ylabel("WAL bytes per credit (median)")
+    axes[0].set_ylim(bottom=0)
+    axes[1].set_ylim(bottom=0)
+    for ax in axes:
+        ax.set_xlabel("IDs already in the inbox (millions)")
+        tidy(ax)
+    axes[0].legend(frameon=False, fontsize=8)
+    fig.suptitle(f"The inbox's size: random (v4) against time-ordered (v7) IDs, {doc['config']['runs']} runs each",
+                 fontsize=11)
+    return fig
+
+
+def consumers(plt, doc):
+    stats = doc["summary"]["variants"]
+    fig, ax = plt.subplots(figsize=(7, 4.2))
+    for variant in dict.fromkeys(name.partition(":")[0] for name in stats):
+        counts = sorted(int(name.partition(":")[2]) for name in stats if name.partition(":")[0] == variant)
+        ratios = [1.0 if n == 1 else doc["summary"]["ratios"][f"{variant}:{n}/{variant}:1"]["median"] for n in counts]
+        ax.plot(counts, ratios, marker="o", color=COLOURS.get(variant, GREY), label=variant)
+        for n, value in zip(counts, ratios, strict=True):
+            ax.annotate(f"{stats[f'{variant}:{n}']['msgs_per_s']['median']:,.0f}/s", (n, value), xytext=(4, -12),
+                        textcoords="offset points", fontsize=8)
+    ax.set_xticks([1, 2, 3])
+    ax.set_xlabel("consumer processes in the group")
+    ax.set_ylabel("msgs/s ÷ one consumer's (median of per-run ratios)")
+    ax.set_ylim(bottom=0)
+    ax.legend(frameon=False, fontsize=8)
+    ax.set_title(f"More consumers on {doc['machine']['cores']} cores, {doc['config']['runs']} interleaved runs",
+                 fontsize=11)
+    tidy(ax)
+    return fig
+
+
+def latency(plt, doc):
+    names = list(doc["summary"])
+    fig, ax = plt.subplots(figsize=(8, 4.2))
+    grouped_bars(ax, names, [("p50", [doc["summary"][n]["p50_ms"]["median"] for n in names], BLUE),
+                             ("p99", [doc["summary"][n]["p99_ms"]["median"] for n in names], RED)])
+    ax.set_yscale("log")
+    ax.set_ylabel("ms from the record's CreateTime to its ledger row (median of runs)")
+    ax.set_title("Latency at fixed offered loads (variant@rate)", fontsize=11)
+    return fig
+
+
 # --- M7: exactly-once, and publishers that publish twice -----------------------------------
 
 def grouped_bars(ax, groups: list[str], series: list[tuple[str, list[float], str]]) -> None:
@@ -313,6 +376,9 @@ CHARTS = {
     "parallel": (parallel, ["throughput-lanes.json"]),
     "eos": (eos, ["eos.json"]),
     "publish": (publish, ["publish.json"]),
+    "growth": (growth, ["throughput-inbox.json"]),
+    "consumers": (consumers, ["throughput-consumers.json"]),
+    "latency": (latency, ["latency.json"]),
 }
 
 

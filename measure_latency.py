@@ -6,8 +6,11 @@ offset commit; d and p trade latency for throughput, since a credit waits for th
 its batch to be read and for the batch's statement; at a load c cannot sustain, its
 latency grows for as long as the load lasts, while d's and p's stay flat.
 
-Workload: one warm-up credit, applied before anything is timed (the group has joined, the
-connections are open); then a publisher (worker.py --variant publisher) sends `--seconds`
+Workload: one warm-up credit in each partition, all applied before anything is timed: the
+group has joined, the connections are open, and every partition is in the consumer's fetch
+(with one warm-up credit only, a record in a partition not yet fetched waited for the
+fetch in flight to come back empty, up to fetch.wait.max.ms: ~0.6 s in half the runs);
+then a publisher (worker.py --variant publisher) sends `--seconds`
 worth of credits at each `--rate`, paced, while one consumer of the variant reads them.
 Measure: per credit, the ledger row's clock_timestamp() (written inside its transaction, a
 moment before the commit) minus the record's CreateTime (stamped by the producer client
@@ -38,7 +41,9 @@ def run_once(variant: str, rate: float, run: int, config: dict) -> dict:
     name = f"{variant}-{rate:g}-r{run}"
     started = time.monotonic()
     count = int(rate * config["seconds"])
-    warm, *events = harness.make_events(count + 1, prefix=f"r{run}", seed=config["seed"] + run)
+    partitions = config["partitions"]
+    every = harness.make_events(count + partitions, prefix=f"r{run}", seed=config["seed"] + run)
+    warm, events = every[:partitions], every[partitions:]
     log_dir = harness.log_dir()
     events_file, journal = log_dir / f"latency-{name}.events", log_dir / f"latency-{name}.acked"
     journal.unlink(missing_ok=True)
@@ -48,14 +53,14 @@ def run_once(variant: str, rate: float, run: int, config: dict) -> dict:
                                   harness.worker_args(variant, config))
         publisher = None
         try:
-            harness.produce_events(space.topic, [warm])
-            if not consumer.wait_first_effect(120):
-                raise RuntimeError(f"{variant} applied nothing:\n{consumer.log_tail()}")
+            harness.produce_events(space.topic, warm, partitions=range(partitions))
+            harness.wait_until(lambda: harness.ledger_count(space.admin) >= partitions, 120,
+                               f"{variant} to apply its {partitions} warm-up credits")
             publisher = harness.Worker("publisher", space.topic, space.group, space.dsn,
                                        log_dir / f"latency-{name}-publisher.log",
                                        ("--events-file", events_file, "--journal", journal, "--rate", rate))
             # Generous: a variant that cannot keep up drains its backlog at its own pace.
-            harness.wait_until(lambda: harness.ledger_count(space.admin) > count, max(300.0, count / 50),
+            harness.wait_until(lambda: harness.ledger_count(space.admin) >= count + partitions, max(300.0, count / 50),
                                f"{variant} to apply {count} credits sent at {rate:g} a second", interval_s=0.5)
         finally:
             for worker in (publisher, consumer):
@@ -63,7 +68,7 @@ def run_once(variant: str, rate: float, run: int, config: dict) -> dict:
                     worker.stop()
         created = dict(harness.record_times(space.topic))
         applied = dict(harness.credit_times(space.admin))
-        verdict = harness.verdict_of([warm, *events], space.admin)
+        verdict = harness.verdict_of(every, space.admin)
     latencies = sorted((applied[eid] - created[eid]) * 1000 for eid, _ in events if eid in applied)
     stamps = sorted(created[eid] for eid, _ in events)
     offered = (len(stamps) - 1) / (stamps[-1] - stamps[0]) if stamps[-1] > stamps[0] else None

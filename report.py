@@ -230,6 +230,60 @@ def pipelined_section() -> str:
     return text
 
 
+def growth_section() -> str:
+    """c, d and p on inboxes already holding millions of IDs, random v4 or time-ordered v7."""
+    doc = need("throughput-inbox.json", "python measure_throughput.py --variants c,d,p --inbox-rows "
+                                        "0,10000000,50000000 --id-type text,uuid-v7 --events-of c=5000 "
+                                        "--out results/throughput-inbox.json")
+    rows = []
+    for variant, types in doc["summary"]["growth"].items():
+        for id_type, sizes in types.items():
+            for size, e in sizes.items():
+                rows.append([VARIANT_NAMES.get(variant, variant), "UUIDv7" if id_type == "uuid-v7" else "UUIDv4",
+                             f"{int(size):,}", e["runs"], spread(e["msgs_per_s"], 1),
+                             spread(e["vs_empty"], 3) if e.get("vs_empty") else "–",
+                             spread(e["vs_text"], 3) if e.get("vs_text") else "–",
+                             f"{e['wal_bytes_per_msg']['median']:,.0f}",
+                             f"{e['inbox_index_reads_per_msg']['median']:.3f}"])
+    c, server = doc["config"], doc["config"]["server"]
+    events = ", ".join(f"{v} {n:,}" for v, n in c.get("events_of", {}).items())
+    return (markdown_table(["Variant", "IDs", "Inbox rows before", "Runs", "msgs/s, median (min–max)",
+                            "÷ empty inbox", "v7 ÷ v4", "WAL bytes/msg", "Index reads/msg"], rows, text_columns=3)
+            + f"\n\n{c['runs']} runs per row, {c['events']:,} credits a run ({events} for the slower ones), on "
+            f"{c['partitions']} partitions. Each size is one block: the inboxes (`processed_messages`, key "
+            "(consumer, message_id), IDs as text) are filled to it once, then every variant and ID type runs in "
+            "turn, interleaved and rotating, so **v7 ÷ v4 is side by side**; **÷ empty** pairs run N of a size "
+            "with run N of the empty inbox, measured minutes to an hour apart, so it carries the machine's drift. "
+            "The run's own credits carry IDs of the same type as the fill. WAL bytes/msg: "
+            "pg_current_wal_insert_lsn() before and after, per credit; index reads/msg: the inbox key's blocks "
+            "read from outside shared_buffers (pg_statio; the kernel's page cache may still have held them). "
+            f"Server: shared_buffers {server['shared_buffers']}, max_wal_size {server['max_wal_size']}, "
+            f"checkpoint_timeout {server['checkpoint_timeout']}, full_page_writes {server['full_page_writes']}, "
+            f"synchronous_commit {server['synchronous_commit']}. From `results/throughput-inbox.json`: "
+            f"{provenance(doc)}.\n")
+
+
+def consumers_section() -> str:
+    """c, d and p with 1, 2 and 3 processes in one group."""
+    doc = need("throughput-consumers.json", "python measure_throughput.py --variants c,d,p --consumers 1,2,3 "
+                                            "--events-of c=20000 --out results/throughput-consumers.json")
+    stats, ratios = doc["summary"]["variants"], doc["summary"]["ratios"]
+    rows = []
+    for name, s in stats.items():
+        variant, _, count = name.partition(":")
+        ratio = ratios.get(f"{name}/{variant}:1")
+        rows.append([VARIANT_NAMES.get(variant, variant), count, s["runs"], spread(s["msgs_per_s"], 1),
+                     spread(ratio, 3) if ratio else "–"])
+    c = doc["config"]
+    events = ", ".join(f"{v} {n:,}" for v, n in c.get("events_of", {}).items())
+    return (markdown_table(["Variant", "Consumers", "Runs", "msgs/s, median (min–max)",
+                            "÷ one consumer, paired by run"], rows, text_columns=1)
+            + f"\n\n{c['runs']} runs of {c['events']:,} credits ({events}) on {c['partitions']} partitions, that many "
+            "worker processes in one group (classic protocol, so the partitions are split 6, 3+3, 2+2+2), every "
+            "count of every variant interleaved in one invocation; timed from the first to the last ledger row of "
+            f"the run. From `results/throughput-consumers.json`: {provenance(doc)}.\n")
+
+
 def latency_section() -> str:
     doc = need("latency.json", "python measure_latency.py --variants c,d,p --rates 200,5000 --runs 5")
     rows = []
@@ -241,7 +295,8 @@ def latency_section() -> str:
     c = doc["config"]
     return (markdown_table(["Variant", "Offered", "Runs", "Achieved, msgs/s", "p50, ms", "p99, ms", "Largest, ms",
                             "Duplicates + lost"], rows, text_columns=2)
-            + f"\n\nMedian (min–max) over runs of each run's figure. Each run: one warm-up credit applied, then "
+            + f"\n\nMedian (min–max) over runs of each run's figure. Each run: one warm-up credit per partition "
+            "applied, then "
             f"{c['seconds']:g} s of credits at the offered rate from a paced publisher into {c['partitions']} "
             "partitions while one consumer reads them; latency from the record's CreateTime to its ledger row's "
             "clock_timestamp() (inside the transaction, just before its commit); variants and rates interleaved "
@@ -636,7 +691,8 @@ SECTIONS = {"kill": kill_section, "throughput": throughput_section, "ratios": ra
             "faults": faults_section, "race": race_section, "findings": findings_section,
             "results-index": results_index_section, "parallel": parallel_section, "eos": eos_section,
             "publish": publish_section, "cluster": cluster_section, "offsets": offsets_section,
-            "pipelined": pipelined_section, "latency": latency_section}
+            "pipelined": pipelined_section, "latency": latency_section, "growth": growth_section,
+            "consumers": consumers_section}
 DOCUMENTS = [README, ROOT / "docs" / "results.md"]  # every file with report markers
 
 
