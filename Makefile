@@ -68,6 +68,11 @@ measure: up
 	$(PY) measure_kill.py --variant p --runs 5 --kills 20 --events 10000 --out results/kill-p.json
 	$(PY) measure_kill.py --variant p --connections 2 --runs 5 --kills 20 --events 10000 --out results/kill-p-connections2.json
 	$(PY) measure_rebalance.py --variant p --runs 5
+	$(PY) measure_throughput.py --variants c,d,p --inbox-rows 0,10000000,50000000 --id-type text,uuid-v7 \
+	  --events-of c=5000 --runs 5 --events 100000 --out results/throughput-inbox.json
+	$(PY) measure_throughput.py --variants c,d,p --consumers 1,2,3 --events-of c=20000 --runs 5 --events 100000 \
+	  --out results/throughput-consumers.json
+	$(PY) measure_latency.py --variants c,d,p --rates 200,500,5000 --runs 5
 	$(PY) measure_eos.py --variant all --runs 5 --kills 20 --events 10000
 	$(PY) measure_publish.py --source all --variant all --runs 5
 	$(PY) report.py

@@ -20,7 +20,7 @@ Checker: every credit applied once (checker.check, through the harness's verdict
 
 Assumptions: the stack is up and nothing else measures on it (a lock enforces it).
 
-    python measure_latency.py --variants c,d,p --rates 200,5000 --runs 5
+    python measure_latency.py --variants c,d,p --rates 200,500,5000 --runs 5
 """
 import json
 import sys
@@ -107,7 +107,7 @@ def parse_args(argv=None):
     parser = cli.measurement("Latency from publication to the ledger row, at fixed offered loads.",
                              str(results.RESULTS / "latency.json"))
     parser.add_argument("--variants", type=cli.names_of(VARIANTS), default=["c", "d", "p"])
-    parser.add_argument("--rates", type=cli.sizes, default=[200, 5000], metavar="N,N,...",
+    parser.add_argument("--rates", type=cli.sizes, default=[200, 500, 5000], metavar="N,N,...",
                         help="credits a second the publisher offers")
     parser.add_argument("--seconds", type=float, default=5.0, help="how long each rate is offered")
     parser.add_argument("--batch", type=int, default=500, help="d and p: messages per batch")

@@ -285,7 +285,7 @@ def consumers_section() -> str:
 
 
 def latency_section() -> str:
-    doc = need("latency.json", "python measure_latency.py --variants c,d,p --rates 200,5000 --runs 5")
+    doc = need("latency.json", "python measure_latency.py --variants c,d,p --rates 200,500,5000 --runs 5")
     rows = []
     for name, s in doc["summary"].items():
         variant, _, rate = name.partition("@")
