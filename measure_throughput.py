@@ -13,6 +13,10 @@ invocation, so their ratios (c/b is the inbox's cost) are measured side by side
 on this shared, noisy machine. No fault; the checker confirms every run applied
 each credit once.
 
+With --consumers, the workers start first and the credits are published once the group
+has settled (every worker holds partitions, together all of them, none twice), so no
+late joiner's rebalance lands inside the timing; the consumer count 1 runs the same way.
+
 How cost grows with the inbox (--inbox-rows, --id-type): each run borrows a kept
 inbox that already remembers that many IDs (harness.kept_inbox; filled once, then
 reused), and its events carry IDs of the same type: random UUIDs as text, or
@@ -113,11 +117,19 @@ def run_once(variant: str, run: int, config: dict, id_type: str = "seq", inbox_r
     with contextlib.ExitStack() as stack:
         space = stack.enter_context(harness.run_space("m3", f"{file_name}-r{run}", config["partitions"]))
         held = stack.enter_context(harness.kept_inbox(space, id_type)) if inbox_rows else 0
-        if variant not in ("db", "db-d"):  # these read nothing from Kafka
+        sweep = bool(config.get("consumers"))
+        if variant not in ("db", "db-d") and not sweep:  # these read nothing from Kafka
             harness.produce_events(space.topic, events)
         counters = server_counters(space.admin)
         workers = harness.start_workers(variant, space, f"throughput-{file_name}-r{run}", args, count=consumers)
         try:
+            if sweep:  # the group settled first: otherwise each late joiner's rebalance lands inside the timing
+                all_partitions = set(range(config["partitions"]))
+                harness.wait_until(lambda: all(w.assignment for w in workers) and sum(
+                    len(w.assignment) for w in workers) == len(all_partitions) and set().union(
+                    *(w.assignment for w in workers)) == all_partitions, 120,
+                    f"{consumers} {variant} workers to share {len(all_partitions)} partitions", interval_s=0.2)
+                harness.produce_events(space.topic, events)
             if variant in SELF_TIMED:
                 report = harness.wait_until(lambda: workers[0].report, deadline,
                                             f"{variant} to report on {events_count} messages", interval_s=0.5)

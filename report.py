@@ -479,6 +479,11 @@ FINDINGS = [
     ("M3 pipelined inbox", "throughput-pipelined.json", lambda r, c: ("none", r["variant"])),
     ("M3 pipelined inbox", "throughput-connections.json", lambda r, c: ("none", r["variant"])),
     ("M3 per-key lanes", "throughput-lanes.json", lambda r, c: (f"none, {c['work_ms']:g} ms handler", r["variant"])),
+    ("M3 inbox growth", "throughput-inbox.json", lambda r, c: (
+        f"none, {'v7' if r['id_type'] == 'uuid-v7' else 'v4'} IDs", r["variant"])),
+    ("M3 consumers", "throughput-consumers.json", lambda r, c: (
+        "none", f"{r['variant'].partition(':')[0]}, {r['consumers']} consumers")),
+    ("M3 latency", "latency.json", lambda r, c: (f"none, {r['rate']:g} offered a second", r["variant"])),
     ("M5 external effects", "external.json", lambda r, c: ("SIGKILL, planted crashes", r["variant"])),
     ("M6 faults", "faults.json", lambda r, c: (r["fault"], r["variant"])),
     ("M6 faults", "faults-share-batched.json", lambda r, c: ("share-lock, producer batching", r["variant"])),
