@@ -246,10 +246,10 @@ def growth_section() -> str:
                              f"{e['wal_bytes_per_msg']['median']:,.0f}",
                              f"{e['inbox_index_reads_per_msg']['median']:.3f}"])
     c, server = doc["config"], doc["config"]["server"]
-    events = ", ".join(f"{v} {n:,}" for v, n in c.get("events_of", {}).items())
+    events = "".join(f", {v}: {n:,}" for v, n in c.get("events_of", {}).items())
     return (markdown_table(["Variant", "IDs", "Inbox rows before", "Runs", "msgs/s, median (min–max)",
                             "÷ empty inbox", "v7 ÷ v4", "WAL bytes/msg", "Index reads/msg"], rows, text_columns=3)
-            + f"\n\n{c['runs']} runs per row, {c['events']:,} credits a run ({events} for the slower ones), on "
+            + f"\n\n{c['runs']} runs per row, {c['events']:,} credits a run{events}, on "
             f"{c['partitions']} partitions. Each size is one block: the inboxes (`processed_messages`, key "
             "(consumer, message_id), IDs as text) are filled to it once, then every variant and ID type runs in "
             "turn, interleaved and rotating, so **v7 ÷ v4 is side by side**; **÷ empty** pairs run N of a size "
@@ -275,10 +275,10 @@ def consumers_section() -> str:
         rows.append([VARIANT_NAMES.get(variant, variant), count, s["runs"], spread(s["msgs_per_s"], 1),
                      spread(ratio, 3) if ratio else "–"])
     c = doc["config"]
-    events = ", ".join(f"{v} {n:,}" for v, n in c.get("events_of", {}).items())
+    events = "".join(f", {v}: {n:,}" for v, n in c.get("events_of", {}).items())
     return (markdown_table(["Variant", "Consumers", "Runs", "msgs/s, median (min–max)",
                             "÷ one consumer, paired by run"], rows, text_columns=1)
-            + f"\n\n{c['runs']} runs of {c['events']:,} credits ({events}) on {c['partitions']} partitions, that many "
+            + f"\n\n{c['runs']} runs of {c['events']:,} credits{events}, on {c['partitions']} partitions, that many "
             "worker processes in one group (classic protocol, so the partitions are split 6, 3+3, 2+2+2), every "
             "count of every variant interleaved in one invocation; timed from the first to the last ledger row of "
             f"the run. From `results/throughput-consumers.json`: {provenance(doc)}.\n")
