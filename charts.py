@@ -283,8 +283,12 @@ def consumers(plt, doc):
     for variant in dict.fromkeys(name.partition(":")[0] for name in stats):
         counts = sorted(int(name.partition(":")[2]) for name in stats if name.partition(":")[0] == variant)
         ratios = [1.0 if n == 1 else doc["summary"]["ratios"][f"{variant}:{n}/{variant}:1"]["median"] for n in counts]
-        ax.plot(counts, ratios, marker="o", color=COLOURS.get(variant, GREY), label=variant)
+        one = stats[f"{variant}:1"]["msgs_per_s"]["median"] if 1 in counts else None
+        ax.plot(counts, ratios, marker="o", color=COLOURS.get(variant, GREY),
+                label=f"{variant} (one consumer: {one:,.0f}/s)" if one else variant)
         for n, value in zip(counts, ratios, strict=True):
+            if n == 1:  # in the legend: three labels at (1, 1) would sit on each other
+                continue
             ax.annotate(f"{stats[f'{variant}:{n}']['msgs_per_s']['median']:,.0f}/s", (n, value), xytext=(4, -12),
                         textcoords="offset points", fontsize=8)
     ax.set_xticks([1, 2, 3])
