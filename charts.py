@@ -308,7 +308,7 @@ def latency(plt, doc):
     grouped_bars(ax, names, [("p50", [doc["summary"][n]["p50_ms"]["median"] for n in names], BLUE),
                              ("p99", [doc["summary"][n]["p99_ms"]["median"] for n in names], RED)])
     ax.set_yscale("log")
-    ax.set_ylabel("ms from the record's CreateTime to its ledger row (median of runs)")
+    ax.set_ylabel("ms, CreateTime to ledger row")
     ax.set_title("Latency at fixed offered loads (variant@rate)", fontsize=11)
     return fig
 

@@ -7,11 +7,10 @@ its batch to be read and for the batch's statement; at a load c cannot sustain, 
 latency grows for as long as the load lasts, while d's and p's stay flat.
 
 Workload: one warm-up credit in each partition, all applied before anything is timed: the
-group has joined, the connections are open, and every partition is in the consumer's fetch
-(with one warm-up credit only, a record in a partition not yet fetched waited for the
-fetch in flight to come back empty, up to fetch.wait.max.ms: ~0.6 s in half the runs);
-then a publisher (worker.py --variant publisher) sends `--seconds`
-worth of credits at each `--rate`, paced, while one consumer of the variant reads them.
+group has joined, the connections are open, and the consumer holds a position in every
+partition; then a publisher (worker.py --variant publisher, which waits for its producer
+ID before its first send: publish.ready_producer) sends `--seconds` worth of credits at
+each `--rate`, paced, while one consumer of the variant reads them.
 Measure: per credit, the ledger row's clock_timestamp() (written inside its transaction, a
 moment before the commit) minus the record's CreateTime (stamped by the producer client
 when the publisher handed it the record); p50, p99 and the largest, in ms. Both clocks are
