@@ -483,7 +483,7 @@ FINDINGS = [
     ("M3 inbox growth", "throughput-inbox.json", lambda r, c: (
         f"none, {'v7' if r['id_type'] == 'uuid-v7' else 'v4'} IDs", r["variant"])),
     ("M3 consumers", "throughput-consumers.json", lambda r, c: (
-        "none", f"{r['variant'].partition(':')[0]}, {r['consumers']} consumers")),
+        "none", f"{r['variant'].partition(':')[0]}, {r['consumers']} consumer{'s' * (r['consumers'] != 1)}")),
     ("M3 latency", "latency.json", lambda r, c: (f"none, {r['rate']:g} offered a second", r["variant"])),
     ("M5 external effects", "external.json", lambda r, c: ("SIGKILL, planted crashes", r["variant"])),
     ("M6 faults", "faults.json", lambda r, c: (r["fault"], r["variant"])),
