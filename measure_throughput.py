@@ -117,13 +117,13 @@ def run_once(variant: str, run: int, config: dict, id_type: str = "seq", inbox_r
     with contextlib.ExitStack() as stack:
         space = stack.enter_context(harness.run_space("m3", f"{file_name}-r{run}", config["partitions"]))
         held = stack.enter_context(harness.kept_inbox(space, id_type)) if inbox_rows else 0
-        sweep = bool(config.get("consumers"))
-        if variant not in ("db", "db-d") and not sweep:  # these read nothing from Kafka
+        settle_first = bool(config.get("consumers"))
+        if variant not in ("db", "db-d") and not settle_first:  # these read nothing from Kafka
             harness.produce_events(space.topic, events)
         counters = server_counters(space.admin)
         workers = harness.start_workers(variant, space, f"throughput-{file_name}-r{run}", args, count=consumers)
         try:
-            if sweep:  # the group settled first: otherwise each late joiner's rebalance lands inside the timing
+            if settle_first:  # the group settled first: otherwise each late joiner's rebalance lands inside the timing
                 all_partitions = set(range(config["partitions"]))
                 harness.wait_until(lambda: all(w.assignment for w in workers) and sum(
                     len(w.assignment) for w in workers) == len(all_partitions) and set().union(
@@ -144,8 +144,10 @@ def run_once(variant: str, run: int, config: dict, id_type: str = "seq", inbox_r
         record = {"variant": name, "run": run, "events": events_count, "consumers": consumers,
                   "wal_bytes_per_msg": round(wal / events_count), "inbox_index_reads_per_msg":
                   round(index_reads / events_count, 3)}
+        if id_type != "seq":
+            record["id_type"] = id_type
         if inbox_rows is not None:
-            record.update({"id_type": id_type, "inbox_rows": inbox_rows, "inbox_rows_held": held})
+            record.update({"inbox_rows": inbox_rows, "inbox_rows_held": held})
         if variant in ("d", "p", *SELF_TIMED):
             record["batch"] = batch
         if variant == "k":
@@ -190,12 +192,17 @@ def summarise_growth(runs: list[dict]) -> dict:
     return {"growth": growth}
 
 
+def case_name(r: dict) -> str:
+    """A run's row in the summary: its variant, and its ID type if not the lab's own (d/uuid-v7)."""
+    return f"{r['variant']}/{r['id_type']}" if r.get("id_type") else r["variant"]
+
+
 def summarise(runs: list[dict]) -> dict:
     if any("inbox_rows" in r for r in runs):
         return summarise_growth(runs)
-    names = list(dict.fromkeys(r["variant"] for r in runs))  # in the order they were first run
-    summary = {name: {"runs": sum(r["variant"] == name for r in runs),
-                      "msgs_per_s": results.stats(r["msgs_per_s"] for r in runs if r["variant"] == name)}
+    names = list(dict.fromkeys(case_name(r) for r in runs))  # in the order they were first run
+    summary = {name: {"runs": sum(case_name(r) == name for r in runs),
+                      "msgs_per_s": results.stats(r["msgs_per_s"] for r in runs if case_name(r) == name)}
                for name in names}
     ratios = {}
     # A consumer sweep: each count against one consumer of the same variant (d:3/d:1).
@@ -203,7 +210,7 @@ def summarise(runs: list[dict]) -> dict:
     for top, bottom in (*RATIOS, *scaled):
         # Paired within a run: both measured minutes apart under the same machine load.
         paired = [a["msgs_per_s"] / b["msgs_per_s"] for a in runs for b in runs
-                  if a["variant"] == top and b["variant"] == bottom and a["run"] == b["run"]]
+                  if case_name(a) == top and case_name(b) == bottom and a["run"] == b["run"]]
         if paired:
             ratios[f"{top}/{bottom}"] = {key: round(value, 3) for key, value in results.stats(paired).items()}
     return {"variants": summary, "ratios": ratios}

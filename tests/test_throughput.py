@@ -98,3 +98,9 @@ def test_growth_pairs_v7_with_text_and_each_size_with_the_empty_inbox():
     assert growth["text"]["10"]["vs_empty"] == {"median": 0.625, "min": 0.5, "max": 0.75}
     assert growth["uuid-v7"]["10"]["vs_text"] == {"median": 1.8, "min": 1.8, "max": 1.8}
     assert "vs_empty" not in growth["text"]["0"] and "vs_text" not in growth["text"]["10"]
+
+
+def test_id_types_without_an_inbox_size_are_rows_of_their_own():
+    runs = [{"variant": "d", "id_type": "text", "run": 1, "msgs_per_s": 100.0},
+            {"variant": "d", "id_type": "uuid-v7", "run": 1, "msgs_per_s": 150.0}]
+    assert list(measure_throughput.summarise(runs)["variants"]) == ["d/text", "d/uuid-v7"]
