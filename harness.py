@@ -226,10 +226,15 @@ def fill_inbox(id_type: str, rows: int, chunk: int = 1_000_000, schema: str | No
     leaves are packed 90% full, where a key grown by random inserts settles lower), then
     VACUUM (ANALYZE) and a CHECKPOINT, so every run starts from a settled table. One that holds far more than `rows`
     (a bigger fill from before) is dropped and filled again. Each chunk and its count are one
-    transaction, so an interrupted fill resumes. `schema`: another home than the measurement's."""
+    transaction, so an interrupted fill resumes; a table a killed run never gave back is
+    fetched home first (rescue_kept_inbox). `schema`: another home than the measurement's."""
     schema = schema or kept_inbox_schema(id_type)
+    rescue_kept_inbox(schema)
     with psycopg.connect(ADMIN_DSN, autocommit=True) as conn:
         if conn.execute("SELECT to_regclass(%s)", (f"{schema}.inbox_fill",)).fetchone()[0] is not None:
+            # The mark that finds the table wherever a killed run left it (it travels with the table).
+            conn.execute(sql.SQL("COMMENT ON TABLE {}.processed_messages IS {}").format(
+                sql.Identifier(schema), sql.Literal(kept_mark(schema))))
             held = conn.execute(sql.SQL("SELECT rows FROM {}.inbox_fill").format(sql.Identifier(schema))).fetchone()[0]
             keyed = conn.execute("SELECT to_regclass(%s)", (f"{schema}.processed_messages_pkey",)).fetchone()[0]
             if held > max(rows * 1.25, rows + 2_000_000):
@@ -239,6 +244,8 @@ def fill_inbox(id_type: str, rows: int, chunk: int = 1_000_000, schema: str | No
     with psycopg.connect(ADMIN_DSN, autocommit=True) as conn:
         if conn.execute("SELECT to_regnamespace(%s)", (schema,)).fetchone()[0] is None:
             create_schema(schema, accounts=0)
+            conn.execute(sql.SQL("COMMENT ON TABLE {}.processed_messages IS {}").format(
+                sql.Identifier(schema), sql.Literal(kept_mark(schema))))
             conn.execute(sql.SQL("CREATE TABLE {}.inbox_fill (rows bigint NOT NULL)").format(sql.Identifier(schema)))
             conn.execute(sql.SQL("INSERT INTO {}.inbox_fill VALUES (0)").format(sql.Identifier(schema)))
     with psycopg.connect(scoped_dsn(schema, ADMIN_DSN), autocommit=True) as conn:
@@ -258,6 +265,34 @@ def fill_inbox(id_type: str, rows: int, chunk: int = 1_000_000, schema: str | No
         conn.execute("VACUUM (ANALYZE) processed_messages")
         conn.execute("CHECKPOINT")
     return held
+
+
+def kept_mark(schema: str) -> str:
+    return f"kept inbox, home {schema}"
+
+
+def rescue_kept_inbox(schema: str) -> str | None:
+    """If the kept inbox whose home is `schema` is not at home (a run was killed while it
+    held it, so its finally never ran), move it back from the run's schema and recount it
+    (that run's claims were never added). Returns the schema it was found in, if any."""
+    with psycopg.connect(ADMIN_DSN, autocommit=True) as conn:
+        if conn.execute("SELECT to_regnamespace(%s)", (schema,)).fetchone()[0] is None or \
+                conn.execute("SELECT to_regclass(%s)", (f"{schema}.processed_messages",)).fetchone()[0] is not None:
+            return None
+        found = conn.execute(
+            "SELECT n.nspname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
+            "WHERE c.relname = 'processed_messages' AND obj_description(c.oid, 'pg_class') = %s",
+            (kept_mark(schema),)).fetchone()
+        if found is None:
+            raise RuntimeError(f"the kept inbox of {schema} is gone (its schema is there, its table is not): "
+                               f"DROP SCHEMA {schema} CASCADE and let the next run fill it again")
+        with conn.transaction():
+            conn.execute(sql.SQL("ALTER TABLE {}.processed_messages SET SCHEMA {}").format(
+                sql.Identifier(found[0]), sql.Identifier(schema)))
+            conn.execute(sql.SQL("UPDATE {0}.inbox_fill SET rows = (SELECT count(*) FROM {0}.processed_messages)")
+                         .format(sql.Identifier(schema)))
+    results.progress(f"the kept inbox {schema} was left in {found[0]} by a killed run: moved back")
+    return found[0]
 
 
 @contextlib.contextmanager

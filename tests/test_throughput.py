@@ -68,6 +68,18 @@ def test_a_kept_inbox_is_lent_to_a_run_and_remembers_what_it_claimed():
             assert conn.execute("SELECT count(*), (SELECT rows FROM inbox_fill) FROM processed_messages "
                                 "WHERE consumer = %s", (consume.CONSUMER_NAME,)).fetchone() == (3001, 3001)
         assert harness.fill_inbox("uuid-v7", 3000, schema=home) == 3001  # enough already: kept as it is
+        # A run killed while it held the inbox never gave it back: the next fill fetches it home.
+        stranded = harness.unique("test_stranded")
+        try:
+            with psycopg.connect(harness.ADMIN_DSN, autocommit=True) as conn:
+                conn.execute(f"CREATE SCHEMA {stranded}")
+                conn.execute(f"ALTER TABLE {home}.processed_messages SET SCHEMA {stranded}")
+                conn.execute(f"INSERT INTO {stranded}.processed_messages (consumer, message_id) VALUES ('x', 'y')")
+            assert harness.fill_inbox("uuid-v7", 3000, schema=home) == 3002  # recounted
+            with psycopg.connect(harness.ADMIN_DSN) as conn:
+                assert conn.execute("SELECT to_regclass(%s)", (f"{stranded}.processed_messages",)).fetchone()[0] is None
+        finally:
+            harness.drop_schema(stranded)
     finally:
         harness.drop_schema(home)
 
