@@ -253,7 +253,7 @@ def growth_section() -> str:
             f"{c['partitions']} partitions. Each size is one block: the inboxes (`processed_messages`, key "
             "(consumer, message_id), IDs as text) are filled to it once, then every variant and ID type runs in "
             "turn, interleaved and rotating, so **v7 ÷ v4 is side by side**; **÷ empty** pairs run N of a size "
-            "with run N of the empty inbox, measured minutes to an hour apart, so it carries the machine's drift. "
+            "with run N of the empty inbox, measured minutes to half an hour apart, so it carries the machine's drift. "
             "The run's own credits carry IDs of the same type as the fill. WAL bytes/msg: "
             "pg_current_wal_insert_lsn() before and after, per credit; index reads/msg: the inbox key's blocks "
             "read from outside shared_buffers (pg_statio; the kernel's page cache may still have held them). "
