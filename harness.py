@@ -681,14 +681,16 @@ WORKER_FLAGS = {
 
 
 def start_workers(variant: str, space: RunSpace, log_name: str, args: tuple, count: int = 1,
-                  prefixes=()) -> list[Worker]:
+                  prefixes=(), extra=()) -> list[Worker]:
     """`count` workers of one variant in the run's group, each logging to LOG_NAME[-wN].log;
-    `prefixes[i]`, if given, runs worker i through another command (a network namespace)."""
+    `prefixes[i]`, if given, runs worker i through another command (a network namespace), and
+    `extra[i]` gives worker i flags of its own."""
     workers = []
     for i in range(count):
         log_path = log_dir() / (f"{log_name}-w{i + 1}.log" if count > 1 else f"{log_name}.log")
         log_path.unlink(missing_ok=True)
-        workers.append(Worker(variant, space.topic, space.group, space.dsn, log_path, args,
+        workers.append(Worker(variant, space.topic, space.group, space.dsn, log_path,
+                              (*args, *(extra[i] if i < len(extra) else ())),
                               prefix=prefixes[i] if i < len(prefixes) else ()))
     return workers
 

@@ -48,6 +48,11 @@ def run_once(fault: str, variant: str, run: int, config: dict) -> dict:
     share = fault == "share-lock"  # the fault is the handler itself, outliving the broker's record lock
     # share-lock's settings (slow_every among them) are in the config too, but not for the other faults' workers
     client = {key: config[key] for key in ("work_ms", "session_timeout_ms", "max_poll_interval_ms", "batch")}
+    # in_handler (the tests): a partition's cut lands while the cut-off consumer (it alone stalls,
+    # on every in_handler-th event, for in_handler_s) is inside a handler
+    in_handler = bool(config.get("in_handler")) and fault.startswith("partition")
+    stalling = harness.worker_args(variant, {"slow_every": config["in_handler"],
+                                             "slow_seconds": config["in_handler_s"]}) if in_handler else ()
     args = harness.worker_args(variant, {**client, "heartbeat_interval_ms": config["session_timeout_ms"] // 3})
     events = harness.make_events(config["events"], prefix=f"r{run}", seed=config["seed"] + run)
     started, began = time.monotonic(), time.time()
@@ -64,11 +69,13 @@ def run_once(fault: str, variant: str, run: int, config: dict) -> dict:
                 # a partition needs two consumers: one in a namespace of its own, whose link is cut
                 ns = nemesis.isolated() if fault.startswith("partition") else None
                 workers = harness.start_workers(variant, space, f"faults-{fault}-{variant}-r{run}", args,
-                                                2 if ns else 1, prefixes=(ns.prefix,) if ns else ())
+                                                2 if ns else 1, prefixes=(ns.prefix,) if ns else (),
+                                                extra=(stalling,))
                 for worker in workers:
                     if not worker.wait_first_effect(120):
                         raise RuntimeError(f"a worker applied nothing:\n{worker.log_tail()}")
-                fault_log = nemesis.fault_schedule(fault, space, ns, config, f"{fault} {variant} run {run}")
+                fault_log = nemesis.fault_schedule(fault, space, ns, config, f"{fault} {variant} run {run}",
+                                                   in_handler=workers[0] if in_handler else None)
                 settle = {"deadline_s": 600.0, "group": space.group, "topic": space.topic}
             settle_s = harness.settle(workers, space.admin, config["events"], **settle)
         finally:

@@ -387,11 +387,19 @@ def share_lock_members(space, variant: str, run: int, config: dict, events: list
     return harness.start_workers(f"share-{variant}", space, f"faults-share-lock-{variant}-r{run}", args, count=2)
 
 
-def fault_schedule(fault: str, space, ns, config: dict, label: str) -> list[dict]:
-    """The fault schedule: --faults of them, --every-s apart, each healed and followed by a credit."""
+def fault_schedule(fault: str, space, ns, config: dict, label: str, in_handler=None) -> list[dict]:
+    """The fault schedule: --faults of them, --every-s apart, each healed and followed by a credit.
+    `in_handler` (a Worker): each fault lands instead while that worker is inside a handler,
+    stalled (--slow-every), i.e. before the credit it is handling is written and its offset
+    committed: where a fault makes a zombie every time, not by chance."""
     fault_log = []
     for k in range(1, config["faults"] + 1):
-        time.sleep(config["every_s"])  # the schedule: faults land wherever the consumers are
+        if in_handler is None:
+            time.sleep(config["every_s"])  # the schedule: faults land wherever the consumers are
+        else:
+            seen = in_handler.counts.get("stalls", 0)
+            harness.wait_until(lambda seen=seen: in_handler.counts.get("stalls", 0) > seen, 120,
+                               f"{label}: the cut-off consumer to stall in a handler")
         hit = time.time()
         outage = inject(fault, ns, config["outage_s"])
         healed, rows_before = time.monotonic(), harness.ledger_count(space.admin)
