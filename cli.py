@@ -37,15 +37,33 @@ def at_least(parser: argparse.ArgumentParser, args, least: int, *names: str) -> 
             parser.error(f"--{name.replace('_', '-')} must be at least {least}")
 
 
-def sizes(text: str) -> list[int]:
-    """A flag like --sweep-batch 1,10,100: whole numbers of at least 1."""
+def whole_numbers(text: str, least: int, what: str) -> list[int]:
+    """A comma-separated list of whole numbers of at least `least`, or one line naming what is wrong."""
     try:
         values = [int(part) for part in text.split(",") if part.strip()]
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected sizes like 1,10,100, got {text!r}") from None
-    if not values or min(values) < 1:
-        raise argparse.ArgumentTypeError(f"sizes must be at least 1, got {text!r}")
+        raise argparse.ArgumentTypeError(f"expected {what} like {least},10,100, got {text!r}") from None
+    if not values or min(values) < least:
+        raise argparse.ArgumentTypeError(f"{what} must be at least {least}, got {text!r}")
     return values
+
+
+def sizes(text: str) -> list[int]:
+    """A flag like --sweep-batch 1,10,100: whole numbers of at least 1."""
+    return whole_numbers(text, 1, "sizes")
+
+
+def counts(text: str) -> list[int]:
+    """A flag like --inbox-rows 0,10000000: whole numbers of at least 0."""
+    return whole_numbers(text, 0, "counts")
+
+
+def per_name(text: str) -> dict:
+    """A flag like --events-of c=5000,d=100000: names, each with a whole number of at least 2."""
+    pairs = [part.partition("=") for part in text.split(",") if part.strip()]
+    if not pairs or any(not n.isdigit() or int(n) < 2 for _, _, n in pairs):
+        raise argparse.ArgumentTypeError(f"expected NAME=N,... with N >= 2, got {text!r}")
+    return {name.strip(): int(n) for name, _, n in pairs}
 
 
 def names_of(choices):

@@ -32,7 +32,6 @@ Assumptions: the stack is up and nothing else measures on it (a lock enforces it
     python measure_throughput.py --variants c,d,p --inbox-rows 0,10000000,50000000 \
         --id-type text,uuid-v7 --events-of c=5000 --out results/throughput-inbox.json
 """
-import argparse
 import contextlib
 import sys
 import time
@@ -243,25 +242,6 @@ def verdict_line(r: dict) -> str:
             f"p99 {r['gap_p99_ms']} ms, {r['duplicates']} duplicates, {r['lost']} lost")
 
 
-def counts(text: str) -> list[int]:
-    """--inbox-rows 0,10000000: whole numbers of at least 0."""
-    try:
-        values = [int(part) for part in text.split(",") if part.strip()]
-    except ValueError:
-        values = []
-    if not values or min(values) < 0:
-        raise argparse.ArgumentTypeError(f"expected counts like 0,10000000, got {text!r}")
-    return values
-
-
-def events_of(text: str) -> dict:
-    """--events-of c=5000,d=100000."""
-    pairs = [part.partition("=") for part in text.split(",") if part.strip()]
-    if not pairs or any(not n.isdigit() or int(n) < 2 for _, _, n in pairs):
-        raise argparse.ArgumentTypeError(f"expected VARIANT=N,... with N >= 2, got {text!r}")
-    return {name.strip(): int(n) for name, _, n in pairs}
-
-
 def parse_args(argv=None):
     parser = cli.measurement("M3: msgs/s per variant, no kills, measured side by side.", None, events=100000,
                              seed=False)
@@ -274,12 +254,12 @@ def parse_args(argv=None):
     parser.add_argument("--work-ms", type=float, default=0, help="handler sleep per message")
     parser.add_argument("--consumers", type=cli.sizes, metavar="N,N,...",
                         help="run each variant once per count, that many workers in one group (VARIANT:N)")
-    parser.add_argument("--inbox-rows", type=counts, metavar="N,N,...",
+    parser.add_argument("--inbox-rows", type=cli.counts, metavar="N,N,...",
                         help="run each variant on inboxes already holding N IDs, one size after another")
     parser.add_argument("--id-type", type=cli.names_of(harness.ID_TYPES), default=["seq"],
                         help=f"the events' IDs, one or more of {', '.join(harness.ID_TYPES)} "
                              "(with --inbox-rows: text, uuid-v7)")
-    parser.add_argument("--events-of", type=events_of, default={}, metavar="VARIANT=N,...",
+    parser.add_argument("--events-of", type=cli.per_name, default={}, metavar="VARIANT=N,...",
                         help="another --events for some variants (c is ~30x slower than d)")
     args = parser.parse_args(argv)
     if args.inbox_rows is not None and (set(args.id_type) - set(harness.FILL_IDS)

@@ -391,7 +391,8 @@ def fault_schedule(fault: str, space, ns, config: dict, label: str, in_handler=N
     """The fault schedule: --faults of them, --every-s apart, each healed and followed by a credit.
     `in_handler` (a Worker): each fault lands instead while that worker is inside a handler,
     stalled (--slow-every), i.e. before the credit it is handling is written and its offset
-    committed: where a fault makes a zombie every time, not by chance."""
+    committed: a zombie by construction rather than by chance, as long as the stall outlasts
+    the harness's reaction (a log line read, polled every 0.1 s)."""
     fault_log = []
     for k in range(1, config["faults"] + 1):
         if in_handler is None:

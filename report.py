@@ -230,6 +230,11 @@ def pipelined_section() -> str:
     return text
 
 
+def events_of_text(config: dict) -> str:
+    """", c: 5,000": the variants a measure_throughput run gave another --events (--events-of)."""
+    return "".join(f", {v}: {n:,}" for v, n in config.get("events_of", {}).items())
+
+
 def growth_section() -> str:
     """c, d and p on inboxes already holding millions of IDs, random v4 or time-ordered v7."""
     doc = need("throughput-inbox.json", "python measure_throughput.py --variants c,d,p --inbox-rows "
@@ -246,7 +251,7 @@ def growth_section() -> str:
                              f"{e['wal_bytes_per_msg']['median']:,.0f}",
                              f"{e['inbox_index_reads_per_msg']['median']:.3f}"])
     c, server = doc["config"], doc["config"]["server"]
-    events = "".join(f", {v}: {n:,}" for v, n in c.get("events_of", {}).items())
+    events = events_of_text(c)
     return (markdown_table(["Variant", "IDs", "Inbox rows before", "Runs", "msgs/s, median (min–max)",
                             "÷ empty inbox", "v7 ÷ v4", "WAL bytes/msg", "Index reads/msg"], rows, text_columns=3)
             + f"\n\n{c['runs']} runs per row, {c['events']:,} credits a run{events}, on "
@@ -275,7 +280,7 @@ def consumers_section() -> str:
         rows.append([VARIANT_NAMES.get(variant, variant), count, s["runs"], spread(s["msgs_per_s"], 1),
                      spread(ratio, 3) if ratio else "–"])
     c = doc["config"]
-    events = "".join(f", {v}: {n:,}" for v, n in c.get("events_of", {}).items())
+    events = events_of_text(c)
     return (markdown_table(["Variant", "Consumers", "Runs", "msgs/s, median (min–max)",
                             "÷ one consumer, paired by run"], rows, text_columns=1)
             + f"\n\n{c['runs']} runs of {c['events']:,} credits{events}, on {c['partitions']} partitions, that many "

@@ -8,6 +8,7 @@ the same config and versions resumes where it stopped.
 
 Assumptions: the services in settings.py answer (versions() asks them).
 """
+import itertools
 import json
 import os
 import platform
@@ -263,7 +264,7 @@ def drive(name: str, out, config: dict, plan, run_once, summarise, table, verdic
         runs = range(1, config["runs"] + 1)
         _progress = Progress(name, len(plan) * len(runs), sum(results.done(**f, run=r) for f in plan for r in runs))
         try:
-            for block, run in ((block, run) for block in blocks.values() for run in runs):
+            for block, run in itertools.product(blocks.values(), runs):
                 shift = (run - 1) % len(block) if rotate else 0
                 for fields in block[shift:] + block[:shift]:
                     if results.done(**fields, run=run):
