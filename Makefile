@@ -5,7 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 KAFKA_JAR := .cache/kafka/libs/kafka_2.13-4.3.1.jar
 
-.PHONY: setup up down status demo tour test lint measure report up-replicated test-replicated measure-cluster
+.PHONY: setup up down status demo tour test test-post lint measure report up-replicated test-replicated measure-cluster
 
 setup: $(VENV)/.installed $(KAFKA_JAR)
 
@@ -15,17 +15,17 @@ $(VENV)/.installed: requirements.txt
 	$(VENV)/bin/pip install --quiet --disable-pip-version-check -r requirements.txt
 	touch $@
 
-$(KAFKA_JAR): $(VENV)/.installed stack/pom.xml
-	$(PY) stack.py fetch
+$(KAFKA_JAR): $(VENV)/.installed lab/pom.xml
+	$(PY) -m lab.stack fetch
 
 up: setup
-	$(PY) stack.py up
+	$(PY) -m lab.stack up
 
 down:
-	@if [ -x $(PY) ]; then $(PY) stack.py down; else echo "nothing to stop: no $(VENV)"; fi
+	@if [ -x $(PY) ]; then $(PY) -m lab.stack down; else echo "nothing to stop: no $(VENV)"; fi
 
 status: setup
-	$(PY) stack.py status
+	$(PY) -m lab.stack status
 
 # The main job, short: the inbox consumer SIGKILLed 5 times over 2,000 credits.
 demo: up
@@ -33,68 +33,77 @@ demo: up
 
 # The pattern end to end in a minute: duplicates skipped, poison dead-lettered, exact balances.
 tour: up
-	$(PY) tour.py
+	$(PY) -m measurements.tour
 
 # The full measurements with the post's parameters, one after another (never two at once),
-# then the README tables and chart. Takes hours; each harness resumes where it stopped.
+# then the README tables and chart, into the committed results/ files (--out). Takes hours; each harness
+# resumes where it stopped if the code is the same, and refuses a file measured by other code (--force).
 measure: up
-	$(PY) measure_kill.py --variant all --runs 5 --kills 20 --events 10000
-	$(PY) measure_kill.py --variant d --runs 5 --kills 20 --events 10000
+	$(PY) measure_kill.py --variant all --runs 5 --kills 20 --events 10000 --out results/kill.json
+	$(PY) measure_kill.py --variant d --runs 5 --kills 20 --events 10000 --out results/kill-d.json
 	$(PY) measure_kill.py --variant d --batch 50 --runs 5 --kills 20 --events 10000 --out results/kill-d-batch50.json
-	$(PY) measure_throughput.py --variants raw,a1,a2,b,c,d --runs 5 --events 100000
-	$(PY) measure_throughput.py --sweep-batch 1,10,100,500,1000 --runs 5 --events 50000
-	$(PY) profile_d.py --out results/profile-d.txt
+	$(PY) measure_throughput.py --variants raw,a1,a2,b,c,d --runs 5 --events 100000 --out results/throughput.json
+	$(PY) measure_throughput.py --sweep-batch 1,10,100,500,1000 --runs 5 --events 50000 --out results/throughput-batch.json
+	$(PY) -m measurements.profile_d --out results/profile-d.txt
 	for v in b c d; do for p in classic consumer; do \
-	  $(PY) measure_rebalance.py --variant $$v --group-protocol $$p --runs 5 || exit 1; done; done
+	  $(PY) measure_rebalance.py --variant $$v --group-protocol $$p --runs 5 \
+	    --out results/rebalance-$$v-$$p.json || exit 1; done; done
 	for v in b c; do $(PY) measure_rebalance.py --variant $$v --group-protocol consumer --slow-seconds 20 \
 	  --runs 5 --out results/rebalance-$$v-consumer-stall20.json || exit 1; done
-	$(PY) measure_storage.py --runs 5 --rows 1000000
-	$(PY) measure_external.py --policy all --runs 5
+	$(PY) measure_storage.py --runs 5 --rows 1000000 --out results/storage.json
+	$(PY) -m measurements.measure_external --policy all --runs 5
 	for f in pg-restart broker-restart partition-broker partition-db; do for v in b c d; do \
-	  $(PY) measure_faults.py --fault $$f --variant $$v --runs 5 || exit 1; done; done
-	for v in b c; do $(PY) measure_faults.py --fault share-lock --variant $$v --runs 5 || exit 1; done
-	$(PY) measure_faults.py --fault share-lock --variant b --runs 5 --producer-batching --max-poll-records 0 \
+	  $(PY) -m measurements.measure_faults --fault $$f --variant $$v --runs 5 || exit 1; done; done
+	for v in b c; do $(PY) -m measurements.measure_faults --fault share-lock --variant $$v --runs 5 || exit 1; done
+	$(PY) -m measurements.measure_faults --fault share-lock --variant b --runs 5 --producer-batching --max-poll-records 0 \
 	  --work-ms 0 --lock-ms 5000 --out results/faults-share-batched.json
-	$(PY) measure_race.py --variant all --consumers 3 --copies 3 --accounts 20 --runs 5
+	$(PY) -m measurements.measure_race --variant all --consumers 3 --copies 3 --accounts 20 --runs 5
 	for v in b c; do $(PY) measure_rebalance.py --variant $$v --runs 1 --out results/rebalance-timeline-$$v.json || exit 1; done
 	for f in pg-restart broker-restart partition-broker partition-db share-lock; do for v in b c; do \
-	  $(PY) measure_faults.py --fault $$f --variant $$v --runs 1 --out results/faults-timeline.json || exit 1; done; done
-	$(PY) measure_throughput.py --sweep-lanes 1,4,16,64 --work-ms 10 --runs 5 --events 5000
-	$(PY) measure_kill.py --variant k --lanes 16 --runs 5 --kills 20 --events 100000
-	$(PY) measure_rebalance.py --variant k --lanes 16 --runs 5
+	  $(PY) -m measurements.measure_faults --fault $$f --variant $$v --runs 1 --out results/faults-timeline.json || exit 1; done; done
+	$(PY) measure_throughput.py --sweep-lanes 1,4,16,64 --work-ms 10 --runs 5 --events 5000 --out results/throughput-lanes.json
+	$(PY) measure_kill.py --variant k --lanes 16 --runs 5 --kills 20 --events 100000 --out results/kill-k.json
+	$(PY) measure_rebalance.py --variant k --lanes 16 --runs 5 --out results/rebalance-k-classic.json
 	$(PY) measure_throughput.py --variants raw,db-d,db,d,p --runs 5 --events 100000 --out results/throughput-pipelined.json
 	$(PY) measure_throughput.py --variants d,p,p@2,db,db@2 --runs 5 --events 100000 --out results/throughput-connections.json
-	$(PY) profile_p.py --out results/profile-p.txt
+	$(PY) -m measurements.profile_p --out results/profile-p.txt
 	$(PY) measure_kill.py --variant p --runs 5 --kills 20 --events 10000 --out results/kill-p.json
 	$(PY) measure_kill.py --variant p --connections 2 --runs 5 --kills 20 --events 10000 --out results/kill-p-connections2.json
-	$(PY) measure_rebalance.py --variant p --runs 5
+	$(PY) measure_rebalance.py --variant p --runs 5 --out results/rebalance-p-classic.json
 	$(PY) measure_throughput.py --variants c,d,p --inbox-rows 0,10000000,50000000 --id-type text,uuid-v7 \
 	  --events-of c=5000 --runs 5 --events 100000 --out results/throughput-inbox.json
 	$(PY) measure_throughput.py --variants c,d,p --consumers 1,2,3 --events-of c=20000 --runs 5 --events 100000 \
 	  --out results/throughput-consumers.json
-	$(PY) measure_latency.py --variants c,d,p --rates 200,500,5000 --runs 5
-	$(PY) measure_eos.py --variant all --runs 5 --kills 20 --events 10000
-	$(PY) measure_publish.py --source all --variant all --runs 5
-	$(PY) report.py
+	$(PY) -m measurements.measure_latency --variants c,d,p --rates 200,500,5000 --runs 5
+	$(PY) -m measurements.measure_eos --variant all --runs 5 --kills 20 --events 10000
+	$(PY) -m measurements.measure_publish --source all --variant all --runs 5
+	$(PY) -m lab.report
 
 report: setup
-	$(PY) report.py
+	$(PY) -m lab.report
 
+# The tests marked root (pytest -m root: the partition faults and the namespace relay) build
+# network namespaces with `ip netns`; without root they fail, and this says so before they start.
 test: up
+	@[ "$$(id -u)" = 0 ] || echo "make test: the $$($(PY) -m pytest -m root --collect-only -q 2>/dev/null | tail -1 | cut -d/ -f1) tests marked root (network partitions: ip netns) need root and will fail as $$(id -un)" >&2
 	$(PY) -m pytest
+
+# The tests that stand for the post's 13 (README, "The post's 13 tests").
+test-post: up
+	$(PY) -m pytest -m post
 
 # The replicated lab (three Kafka nodes, a Postgres primary and its standby), beside the single-node stack.
 up-replicated: setup
-	$(PY) stack.py up --replicated
+	$(PY) -m lab.stack up --replicated
 
 # Its own suite, apart from `make test` (which stays under 10 minutes): up, a leader kill, a failover, down.
 test-replicated: setup
-	$(PY) -m pytest tests_replicated
+	$(PY) -m pytest tests/replicated
 
 # M8, every fault and variant; Postgres failovers under both replication modes.
 measure-cluster: up-replicated
-	eval "$$($(PY) stack.py env --replicated)" && \
-	  $(PY) measure_cluster.py --fault all --variant all --pg-replication both --runs 5
+	eval "$$($(PY) -m lab.stack env --replicated)" && \
+	  $(PY) -m measurements.measure_cluster --fault all --variant all --pg-replication both --runs 5
 
 lint: setup
 	$(VENV)/bin/ruff check .

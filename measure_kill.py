@@ -22,10 +22,7 @@ that); each run has its own schema, topic and group.
 import sys
 import time
 
-import cli
-import harness
-import nemesis
-import results
+from lab import cli, harness, nemesis, results
 
 POST_VARIANTS = ("a1", "a2", "b", "c")  # the post's table: what --variant all runs
 VARIANTS = (*POST_VARIANTS, "d", "k", "o", "p")
@@ -125,9 +122,17 @@ def parse_args(argv=None):
     args = parser.parse_args(argv)
     cli.at_least(parser, args, 1, "runs", "kills", "events", "partitions", "connections")
     cli.at_least(parser, args, 0, "work_ms")
-    if args.out is None:
-        args.out = str(results.RESULTS / ("kill.json" if args.variant == "all" else f"kill-{args.variant}.json"))
+    local = "kill.json" if args.variant == "all" else f"kill-{args.variant}.json"
+    post_file = "kill.json" if args.variant in (*POST_VARIANTS, "all") else local
+    args.committed = results.reader_paths(args, local, post_file)
     return args
+
+
+def post_lines(groups) -> list[str]:
+    post = results.read("post-figures.json")["kill"]["variants"]
+    return [f"  {v}: duplicates {p['duplicates']['median']:,} ({p['duplicates']['min']:,}-{p['duplicates']['max']:,}), "
+            f"lost {p['lost']['median']:,} ({p['lost']['min']:,}-{p['lost']['max']:,}) per run of 20 kills"
+            for v, p in post.items() if v in groups]
 
 
 def main(args) -> int:
@@ -143,7 +148,8 @@ def main(args) -> int:
     if args.variant == "p" and args.connections != 1:
         config["connections"] = args.connections
     document = results.drive("measure_kill", args.out, config, [{"variant": v} for v in variants], run_once,
-                             summarise, table, verdict_line, args.force, options={"keep": args.keep})
+                             summarise, table, verdict_line, args.force, options={"keep": args.keep},
+                             committed=args.committed, post_lines=post_lines)
     if args.explain:
         print("\n" + explain(document))
     return 0

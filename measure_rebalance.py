@@ -30,11 +30,7 @@ import collections
 import sys
 import time
 
-import checker
-import cli
-import harness
-import nemesis
-import results
+from lab import checker, cli, harness, nemesis, results
 
 VARIANTS = ("b", "c", "d", "k", "o", "p")
 
@@ -135,9 +131,14 @@ def parse_args(argv=None):
         parser.error("--slow-seconds must outlast --max-poll-interval-ms, or nobody is evicted")
     if args.max_poll_interval_ms < args.session_timeout_ms:
         parser.error("librdkafka needs --max-poll-interval-ms >= --session-timeout-ms")
-    if args.out is None:
-        args.out = str(results.RESULTS / f"rebalance-{args.variant}-{args.group_protocol}.json")
+    args.committed = results.reader_paths(args, f"rebalance-{args.variant}-{args.group_protocol}.json")
     return args
+
+
+def post_lines(groups) -> list[str]:
+    post = results.read("post-figures.json")["rebalance"]
+    return [f"  {v}: {p['evictions']} evictions, {p['duplicates']} duplicates, {p['skipped']} skipped over 5 runs "
+            f"({post['config']['group_protocol']} protocol)" for v, p in post["variants"].items() if v in groups]
 
 
 def main(args) -> int:
@@ -150,7 +151,7 @@ def main(args) -> int:
     if args.variant == "k":
         config["lanes"] = args.lanes
     results.drive("measure_rebalance", args.out, config, [{"variant": args.variant}], run_once, summarise, table,
-                  verdict_line, args.force)
+                  verdict_line, args.force, committed=args.committed, post_lines=post_lines)
     return 0
 
 

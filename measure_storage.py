@@ -29,11 +29,9 @@ import sys
 
 import psycopg
 
-import cli
-import harness
-import inbox_v7
-import results
-from layouts import AGED, EXPIRED_DAYS, LEAN, SIZED, WINDOW, expire_layout, size_layout
+from lab import cli, harness, results
+from lab.layouts import AGED, EXPIRED_DAYS, LEAN, SIZED, WINDOW, expire_layout, size_layout
+from variants import inbox_v7
 
 
 def run_once(part: str, layout: str, run: int, config: dict) -> dict:
@@ -41,7 +39,9 @@ def run_once(part: str, layout: str, run: int, config: dict) -> dict:
     schema = harness.unique(f"m4_r{run}")
     harness.create_schema(schema)
     try:
-        with psycopg.connect(harness.scoped_dsn(schema), autocommit=True) as conn:
+        # The owner's connection: every layout is DDL (CREATE TABLE, partitions, DROP), which the
+        # consumer's role may not run (lab/roles.sql).
+        with psycopg.connect(harness.scoped_dsn(schema, harness.ADMIN_DSN), autocommit=True) as conn:
             conn.execute(inbox_v7.SQL_FILE.read_text())
             conn.execute(f"SET search_path = {schema}, public")
             if part == "size":
@@ -123,13 +123,13 @@ def main(args) -> int:
     plan = [{"part": "size", "layout": layout} for layout in SIZED]
     plan += [{"part": "expiry", "layout": layout} for layout in (*AGED, *LEAN)]
     results.drive("measure_storage", args.out, config, plan, run_once, summarise_with_sizing, table, verdict_line,
-                  args.force)
+                  args.force, committed=args.committed, post_lines=post_lines)
     return 0
 
 
 def parse_args(argv=None):
     parser = cli.measurement("M4: bytes per remembered ID per layout, and the cost of expiring them.",
-                             str(results.RESULTS / "storage.json"), partitions=None, seed=False)
+                             None, partitions=None, seed=False)
     parser.add_argument("--rows", type=int, default=1_000_000)
     parser.add_argument("--per-day", type=int, default=5_000_000, help="for the sizing example")
     parser.add_argument("--days", type=int, default=14, help="for the sizing example")
@@ -137,7 +137,14 @@ def parse_args(argv=None):
     cli.at_least(parser, args, 1, "runs", "rows", "per_day", "days")
     if args.rows < 10000:
         parser.error("--rows must be at least 10000, or page overheads swamp the per-row figures")
+    args.committed = results.reader_paths(args, "storage.json")
     return args
+
+
+def post_lines(_groups) -> list[str]:
+    post = results.read("post-figures.json")["storage"]["layouts"]
+    return [f"  {layout}: {p['total_bytes_per_row']} bytes a row ({p['heap_bytes_per_row']} heap, "
+            f"{p['index_bytes_per_row']} index)" for layout, p in post.items()]
 
 
 if __name__ == "__main__":

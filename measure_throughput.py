@@ -38,9 +38,7 @@ import time
 
 import psycopg
 
-import cli
-import harness
-import results
+from lab import cli, harness, results
 
 # p@N, db@N, db-d@N: N connections at once
 VARIANTS = ("a1", "a2", "b", "c", "d", "k", "o", "p", "raw", "db", "db-d",
@@ -272,10 +270,14 @@ def parse_args(argv=None):
         parser.error(f"--consumers times the ledger; {', '.join(SELF_TIMED)} have none")
     if args.runs < 1 or args.events < 2 or args.partitions < 1 or args.batch < 1:
         parser.error("need --runs >= 1, --events >= 2, --partitions >= 1 and --batch >= 1")
-    if args.out is None:
-        args.out = str(results.RESULTS / ("throughput-batch.json" if args.sweep_batch else
-                                          "throughput-lanes.json" if args.sweep_lanes else "throughput.json"))
+    args.committed = results.reader_paths(args, "throughput-batch.json" if args.sweep_batch else
+                                          "throughput-lanes.json" if args.sweep_lanes else "throughput.json")
     return args
+
+
+def post_lines(groups) -> list[str]:
+    post = results.read("post-figures.json")["throughput"]["variants"]
+    return [f"  {v}: {p['msgs_per_s']:,} msgs/s (median of 5 runs of 100,000)" for v, p in post.items() if v in groups]
 
 
 
@@ -308,7 +310,8 @@ def main(args) -> int:
     if args.consumers:
         config["consumers"] = args.consumers
     results.drive("measure_throughput", args.out, config, plan, run_once,
-                  summarise, table, verdict_line, args.force, rotate=True, outer=outer)
+                  summarise, table, verdict_line, args.force, rotate=True, outer=outer,
+                  committed=args.committed, post_lines=post_lines)
     return 0
 
 

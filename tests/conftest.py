@@ -11,8 +11,8 @@ import uuid
 import psycopg
 import pytest
 
-import harness
-from settings import ADMIN_DSN, BROKERS, DSN
+from lab import harness
+from lab.settings import ADMIN_DSN, BROKERS, DSN
 
 
 @pytest.fixture(scope="session")

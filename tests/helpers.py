@@ -7,9 +7,9 @@ import psycopg
 from confluent_kafka import Consumer
 
 import consume
-import consume_batched
-import harness
+from lab import harness
 from publish import make_producer
+from variants import consume_batched
 
 DRAIN_S = 60
 

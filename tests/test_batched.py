@@ -13,9 +13,9 @@ from helpers import (
     send,
 )
 
-import consume_batched
 import measure_kill
-from consume_batched import handle_batch
+from variants import consume_batched
+from variants.consume_batched import handle_batch
 
 
 def credits(ids, account=1, amount=10):

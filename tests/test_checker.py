@@ -1,5 +1,5 @@
 """The checker on tiny hand-made data: no Kafka, no Postgres."""
-from checker import check
+from lab.checker import check
 
 PUBLISHED = {"e1": {"account_id": 1, "amount": 10}, "e2": {"account_id": 1, "amount": 5},
              "e3": {"account_id": 2, "amount": 7}}
@@ -42,7 +42,7 @@ def test_balances_exact_needs_every_account_not_just_the_total():
 
 
 def test_credit_timeline_buckets_credits_and_marks_each_duplicate():
-    from checker import credit_timeline
+    from lab.checker import credit_timeline
 
     credits = [("e1", 100.1), ("e2", 100.2), ("e3", 100.7), ("e1", 101.6)]
     line = credit_timeline(credits, [[100.5, 101.0]], start=100.0)
@@ -51,7 +51,7 @@ def test_credit_timeline_buckets_credits_and_marks_each_duplicate():
 
 
 def test_stall_windows_pair_each_stall_with_its_waking():
-    from checker import stall_windows
+    from lab.checker import stall_windows
 
     timeline = [(10.0, "w1", "stalling", "e7"), (12.0, "w2", "stalling", "e9"), (15.0, "w1", "stall over", "e7"),
                 (20.0, "w2", "stall over", "e9"), (21.0, "w2", "stall over", "e4")]
@@ -59,7 +59,7 @@ def test_stall_windows_pair_each_stall_with_its_waking():
 
 
 def test_order_violations_compare_each_account_with_the_producers_order():
-    from checker import order_violations
+    from lab.checker import order_violations
 
     published = {f"e{n}": {"account_id": 1 + n % 2, "amount": 1, "seq": n} for n in range(1, 7)}
     in_order = [("e1", 2, 1), ("e2", 1, 1), ("e3", 2, 1), ("e4", 1, 1), ("e5", 2, 1), ("e6", 1, 1)]
@@ -71,7 +71,7 @@ def test_order_violations_compare_each_account_with_the_producers_order():
 
 
 def test_log_copies_counts_records_beyond_the_first_missing_and_strangers():
-    from checker import log_copies
+    from lab.checker import log_copies
 
     assert log_copies(["e1", "e2", "e3"], ["e1", "e1", "e1", "e3", "zz"]) == {"copies": 2, "missing": 1,
                                                                             "unexpected": 1}

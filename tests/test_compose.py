@@ -6,8 +6,8 @@ from pathlib import Path
 
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
-import stack
-from settings import DEFAULT_BROKERS, DEFAULT_DSN, ROLES, ROOT, SUPERUSER
+from lab import stack
+from lab.settings import DEFAULT_BROKERS, DEFAULT_DSN, ROLES, ROOT, SUPERUSER
 
 COMPOSE = (Path(__file__).resolve().parent.parent / "docker-compose.yml").read_text()
 # Settings whose value depends on where the broker runs, so they differ by design.
@@ -53,8 +53,8 @@ def test_same_broker_settings():
 def test_same_roles():
     """The compose file's Postgres runs roles.sql at its first start, as stack.py up does, and
     roles.sql makes every role the settings' defaults log in as."""
-    assert "- ./roles.sql:/docker-entrypoint-initdb.d/roles.sql:ro" in COMPOSE
-    roles_sql = (ROOT / "roles.sql").read_text()
+    assert "- ./lab/roles.sql:/docker-entrypoint-initdb.d/roles.sql:ro" in COMPOSE
+    roles_sql = (ROOT / "lab" / "roles.sql").read_text()
     assert conninfo_to_dict(DEFAULT_DSN)["user"] == "inbox_consumer"
     for role in ROLES:
         assert f"'{role}'" in roles_sql, role

@@ -3,10 +3,9 @@ exact when a worker dies between its Postgres commits and its Kafka commit; the 
 stays exact only through the inbox (f), while e applies the dead pass's credits again."""
 import pytest
 
-import consume_eos
-import harness
-import worker
-from checker import log_copies
+from lab import harness, worker
+from lab.checker import log_copies
+from variants import consume_eos
 
 EVENTS = 20
 ARGS = ("--every", 10, "--session-timeout-ms", 6000)

@@ -5,10 +5,10 @@ import time
 
 import pytest
 
-import consume_external as ext
-import harness
-import provider
-from settings import PROVIDER_DSN
+from lab import harness
+from lab.settings import PROVIDER_DSN
+from variants import consume_external as ext
+from variants import provider
 
 
 @pytest.fixture
@@ -158,7 +158,7 @@ def test_outbox_relay_on_two_workers_calls_once_per_row(dsn, conn, provider_in):
 @pytest.mark.slow
 @pytest.mark.usefixtures("services")
 def test_keys_survive_hard_kills_and_crashes_around_the_call():
-    import measure_external
+    from measurements import measure_external
 
     config = {"events": 200, "kills": 3, "partitions": 3, "work_ms": 5, "life": [0.5, 1.0], "seed": 5,
               "lease_s": 1.0, "crash_every": 25, "crash_before_every": 23, "session_timeout_ms": 2000}
@@ -172,7 +172,7 @@ def test_processes_starting_together_pick_a_planted_crash_once(dsn, monkeypatch)
     CREATE TABLE IF NOT EXISTS and stopped an M5 run). Now the table is the owner's, made with
     the schema, so nothing races to make it; six processes' first handling of one event
     picks it exactly once."""
-    import worker
+    from lab import worker
 
     monkeypatch.setattr(worker, "DSN", dsn)
     start_together, picked, errors = threading.Barrier(6), [], []

@@ -2,7 +2,7 @@
 The restarts go through stack.py, the partitions through netlab (root: ip netns)."""
 import pytest
 
-import measure_faults
+from measurements import measure_faults
 
 pytestmark = [pytest.mark.usefixtures("services"), pytest.mark.slow]
 

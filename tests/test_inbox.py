@@ -8,9 +8,9 @@ import psycopg
 import pytest
 
 import consume
-import harness
 from consume import credit_account, handle_once
-from worker import apply_without_inbox
+from lab import harness
+from lab.worker import apply_without_inbox
 
 EVENTS = [("evt-1", {"account_id": 1, "amount": 100}),
           ("evt-2", {"account_id": 1, "amount": 100}),
@@ -67,6 +67,7 @@ def offset_then_db(conn, partition):
     return step
 
 
+@pytest.mark.post
 def test_double_delivery_is_applied_once(conn):
     event_id, event = EVENTS[0]
     assert handle_once(conn, event_id, event) is True
@@ -75,6 +76,7 @@ def test_double_delivery_is_applied_once(conn):
     assert balance(conn) == 100
 
 
+@pytest.mark.post
 def test_crash_between_db_and_offset_commit_applies_once_with_inbox_simulated_queue(conn):
     partition = SimulatedPartition(EVENTS)
     with pytest.raises(Crash):
@@ -84,6 +86,7 @@ def test_crash_between_db_and_offset_commit_applies_once_with_inbox_simulated_qu
     assert balance(conn) == 500
 
 
+@pytest.mark.post
 def test_crash_between_db_and_offset_commit_applies_twice_without_inbox_simulated_queue(conn):
     partition = SimulatedPartition(EVENTS)
     with pytest.raises(Crash):
@@ -93,6 +96,7 @@ def test_crash_between_db_and_offset_commit_applies_twice_without_inbox_simulate
     assert balance(conn) == 600
 
 
+@pytest.mark.post
 def test_offset_first_is_at_most_once(conn):
     partition = SimulatedPartition(EVENTS)
     with pytest.raises(Crash):
@@ -102,6 +106,7 @@ def test_offset_first_is_at_most_once(conn):
     assert balance(conn) == 400
 
 
+@pytest.mark.post
 def test_exception_in_side_effect_rolls_back_inbox_row_and_redelivery_applies(conn):
     def failing(conn, event_id, event):
         credit_account(conn, event_id, event)
@@ -167,6 +172,7 @@ def race(dsn, conn, first_outcome: str):
     return results
 
 
+@pytest.mark.post
 def test_racing_consumers_primary_key_serialises_them(dsn, conn):
     results = race(dsn, conn, "commit")
     assert results == {"first": True, "second": False}
@@ -174,6 +180,7 @@ def test_racing_consumers_primary_key_serialises_them(dsn, conn):
     assert balance(conn) == 100
 
 
+@pytest.mark.post
 def test_racing_consumers_second_does_the_work_if_first_rolls_back(dsn, conn):
     results = race(dsn, conn, "rollback")
     assert results == {"first": "rolled back", "second": True}
@@ -181,6 +188,7 @@ def test_racing_consumers_second_does_the_work_if_first_rolls_back(dsn, conn):
     assert balance(conn) == 100
 
 
+@pytest.mark.post
 def test_inbox_is_scoped_per_consumer(conn):
     event_id, event = EVENTS[0]
 

@@ -7,8 +7,7 @@ import pytest
 from helpers import DRAIN_S, consuming, drained, read_all, send
 
 import consume
-import harness
-import worker
+from lab import harness, worker
 from publish import make_producer, publish
 
 
@@ -16,6 +15,7 @@ def credit(event_id, account=1, amount=100):
     return (b"1", json.dumps({"account_id": account, "amount": amount}).encode(), [("event_id", event_id.encode())])
 
 
+@pytest.mark.post
 def test_republished_event_is_skipped_and_its_id_comes_from_the_header(topic, group, dsn, conn):
     producer = make_producer()
     for _ in range(2):  # the same event twice, as a relay that restarted would send it
@@ -47,6 +47,7 @@ POISON = {
 }
 
 
+@pytest.mark.post
 def test_every_kind_of_poison_goes_to_dlq_with_its_reason_and_the_consumer_goes_on(topic, group, dsn, conn):
     # One consumer through every kind in a row (one partition: key b"1" and b"9" alike), then
     # a good credit: each poison is parked with its reason, source, key, value and headers.
@@ -67,6 +68,7 @@ def test_every_kind_of_poison_goes_to_dlq_with_its_reason_and_the_consumer_goes_
     assert conn.execute("SELECT message_id FROM processed_messages").fetchall() == [("good-1",)]
 
 
+@pytest.mark.post
 @pytest.mark.parametrize("variant, evt2_rows, balance", [("c", 1, 500), ("b", 2, 600)])
 def test_real_consumer_killed_after_db_commit(variant, evt2_rows, balance, topic, group, dsn, conn, tmp_path):
     """A real worker process calls os._exit() right after evt-2's DB commit, before its

@@ -2,7 +2,7 @@
 No running service is needed: a fresh data directory per test."""
 import pytest
 
-import stack
+from lab import stack
 
 # A real ID from a CI failure elsewhere: one in 64 of the URL-safe base64 IDs starts with '-'.
 DASH_FIRST = "-f_5rGTAQYmTztSSUAVNuQ"

@@ -8,7 +8,7 @@ import uuid
 
 import pytest
 
-import netlab
+from lab import netlab
 
 CLIENT = """
 import socket, sys

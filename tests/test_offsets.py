@@ -11,10 +11,10 @@ from confluent_kafka import Consumer, TopicPartition
 from psycopg.conninfo import make_conninfo
 
 import consume
-import consume_offsets
-import harness
 import publish
-from settings import BROKERS, SUPERUSER_DSN
+from lab import harness, worker
+from lab.settings import BROKERS, SUPERUSER_DSN
+from variants import consume_offsets
 
 CONSUMER_TABLES = ("processed_messages", "ledger", "consumer_offsets")
 
@@ -71,6 +71,11 @@ def test_a_start_seeks_to_the_databases_offset_not_kafkas(topic, group, dsn, con
     assert [r[0] for r in conn.execute("SELECT event_id FROM ledger ORDER BY id")] == ["os-8", "os-9", "os-10"]
 
 
+def supervised_c(stop, **kwargs):
+    """c as the lab runs it: consume.run stops on the lost connection, and starts again."""
+    worker.supervised(stop, lambda: consume.run(stop=stop, **kwargs))
+
+
 def slow_credit(conn, event_id, event):
     time.sleep(0.005)  # slow enough that the snapshot and the restore land mid-stream
     consume.credit_account(conn, event_id, event)
@@ -84,7 +89,7 @@ def test_a_database_that_forgets_a_tail(variant, topic, group, schema, conn):
     harness.produce_events(topic, events)
     name = harness.unique("forgetful")
     dsn = make_conninfo(harness.scoped_dsn(schema), application_name=name)
-    target = consume_offsets.run_with_offsets if variant == "o" else consume.run
+    target = consume_offsets.run_with_offsets if variant == "o" else supervised_c
     stop, thread = run_in_thread(target, topic=topic, group=group, dsn=dsn, apply=slow_credit)
     admin = harness.scoped_dsn(schema, harness.ADMIN_DSN)
     try:

@@ -5,12 +5,12 @@ import threading
 import pytest
 from helpers import drained, read_all, send
 
-import consume_parallel
-import harness
 import measure_kill
 import measure_rebalance
-from consume_parallel import Window
+from lab import harness
 from publish import make_producer, publish
+from variants import consume_parallel
+from variants.consume_parallel import Window
 
 
 def test_the_watermark_never_passes_an_unfinished_message():

@@ -14,11 +14,10 @@ from helpers import (
     send,
 )
 
-import consume_batched
-import consume_pipelined
 import measure_kill
 import measure_rebalance
-from consume_pipelined import claim_and_credit
+from variants import consume_batched, consume_pipelined
+from variants.consume_pipelined import claim_and_credit
 
 
 def credits(ids, account=1, amount=10) -> dict:

@@ -7,11 +7,12 @@ import psycopg
 import pytest
 
 import consume
-import harness
-import measure_race
-from consume_batched import handle_batch
-from harness import wait_until
-from settings import ADMIN_DSN
+from lab import harness
+from lab.harness import wait_until
+from lab.settings import ADMIN_DSN
+from measurements import measure_race
+from variants import common
+from variants.consume_batched import handle_batch
 
 
 def hammer(dsn: str, name: str, rounds: int, accounts: int, errors: list, start: threading.Barrier,
@@ -109,7 +110,7 @@ def owner_dsn(schema):
 
 
 def test_a_deadlock_is_retried_and_the_work_commits_once(owner_dsn, conn, caplog):
-    db = consume.Database(owner_dsn)
+    db = common.Database(owner_dsn)
     work, attempts, other, other_errors = deadlock_once(owner_dsn, conn)
     with caplog.at_level("WARNING", logger="consume"):
         assert db.run(work) == "committed"
@@ -123,7 +124,7 @@ def test_a_deadlock_is_retried_and_the_work_commits_once(owner_dsn, conn, caplog
 
 
 def test_a_deadlock_past_the_retries_stops_the_consumer(owner_dsn, conn):
-    db = consume.Database(owner_dsn, retries=0)
+    db = common.Database(owner_dsn, retries=0)
     work, attempts, other, _ = deadlock_once(owner_dsn, conn)
     with pytest.raises(psycopg.errors.DeadlockDetected):
         db.run(work)
@@ -134,7 +135,7 @@ def test_a_deadlock_past_the_retries_stops_the_consumer(owner_dsn, conn):
 
 
 def test_any_other_error_on_a_live_connection_is_not_retried(dsn):
-    db, attempts = consume.Database(dsn), []
+    db, attempts = common.Database(dsn), []
 
     def work(conn):
         attempts.append(1)
@@ -169,7 +170,7 @@ def test_consumers_racing_on_copies_apply_each_event_once(variant):
 def test_a_serialization_failure_is_retried_too(dsn, conn, caplog):
     """Under REPEATABLE READ (a role's default_transaction_isolation can make it so), a row updated
     and committed by someone else after this transaction's snapshot fails with 40001."""
-    db, attempts = consume.Database(dsn), []
+    db, attempts = common.Database(dsn), []
 
     def work(c):
         attempts.append(1)

@@ -5,11 +5,11 @@ own retry resends only what it had no acknowledgement for."""
 import psycopg
 import pytest
 
-import harness
 import publish
-import relay
-from checker import log_copies
-from settings import PUBLISHER_DSN
+from lab import harness, publishing
+from lab.checker import log_copies
+from lab.settings import PUBLISHER_DSN
+from variants import relay
 
 
 class Died(Exception):
@@ -63,14 +63,14 @@ def test_the_applications_retry_resends_only_what_has_no_acknowledgement(topic, 
     events = harness.make_events(12, prefix="jr", seed=9)
     journal = tmp_path / "acked"
     journal.write_text("".join(f"{event_id}\n" for event_id, _ in events[:8]))
-    acked = publish.publish_journaled(publish.make_producer(), topic, events, journal)
+    acked = publishing.publish_journaled(publish.make_producer(), topic, events, journal)
     assert acked == 4
     assert sorted(harness.record_ids(topic, "read_uncommitted")) == sorted(e for e, _ in events[8:])
     assert journal.read_text().split() == [e for e, _ in events]
 
 
 def test_measure_publish_relay_run_counts_copies_and_c_applies_each_once(services):
-    import measure_publish
+    from measurements import measure_publish
 
     config = {"events": 600, "partitions": 2, "seed": 1, "rate": 2000.0, "kills": 1, "life": [0.5, 0.5],
               "planted": 2, "batch": 500}

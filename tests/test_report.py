@@ -1,10 +1,9 @@
 """The README's results tables are exactly what report.py makes of results/: no figure typed by hand."""
-import charts
-import report
+from lab import charts, report
 
 
 def test_readme_tables_match_results():
-    assert report.main(["--check"]) == 0, "README.md or docs/ is stale: run `python report.py` and commit"
+    assert report.main(["--check"]) == 0, "README.md or docs/ is stale: run `python -m lab.report` and commit"
 
 
 def test_every_generated_section_has_its_markers_once():
@@ -18,16 +17,17 @@ def test_an_empty_results_folder_gives_placeholders_not_a_crash(tmp_path, monkey
     monkeypatch.setattr(report, "RESULTS", tmp_path)
     text = report.render(report.README.read_text())
     assert "_No `results/kill.json` yet: run `make measure`._" in text
-    assert "_No `results/race.json` yet" in text
+    assert "_No `results/race.json` yet" in report.render((report.ROOT / "docs" / "race.md").read_text())
 
 
 def test_every_chart_is_drawn_from_the_results_it_shows_and_shown():
     """A chart missing, or drawn from other results (or by other code) than those committed, fails
     here; so does one the README does not show."""
-    assert charts.stale() == [], "run `python report.py` and commit the charts"
-    readme = report.README.read_text()
+    assert charts.stale() == [], "run `python -m lab.report` and commit the charts"
+    shown = report.README.read_text() + "".join(d.read_text().replace("](../results/", "](results/")
+                                                  for d in report.DOCUMENTS[1:])
     for chart in charts.CHARTS:
-        assert f"](results/{chart}.png)" in readme, chart
+        assert f"](results/{chart}.png)" in shown, chart
 
 
 def test_a_chart_knows_when_its_results_changed(tmp_path, monkeypatch):

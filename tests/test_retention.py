@@ -2,6 +2,8 @@
 import re
 from pathlib import Path
 
+import pytest
+
 RETENTION = Path(__file__).resolve().parent.parent / "retention.sql"
 
 
@@ -10,6 +12,7 @@ def retention_statements() -> list[str]:
     return [s.strip() for s in re.split(r";\s*(?:\n|$)", text) if s.strip()]
 
 
+@pytest.mark.post
 def test_retention_deletes_only_expired_rows_in_batches(conn):
     create_index, delete_batch = retention_statements()
     conn.execute(create_index)

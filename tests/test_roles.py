@@ -4,9 +4,8 @@ import psycopg
 import pytest
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
-import harness
-import retention
-from settings import DSN, PROVIDER_DSN, RETENTION_DSN, ROLES, SUPERUSER_DSN
+from lab import harness, retention
+from lab.settings import DSN, PROVIDER_DSN, RETENTION_DSN, ROLES, SUPERUSER_DSN
 
 FORGETTING = ["DELETE FROM processed_messages", "TRUNCATE processed_messages", "DROP TABLE processed_messages",
               "UPDATE processed_messages SET processed_at = now() - interval '1 year'",

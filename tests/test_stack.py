@@ -6,14 +6,13 @@ import sys
 
 import pytest
 
-import harness
-import stack
+from lab import harness, stack
 
 pytestmark = pytest.mark.usefixtures("services")
 
 
 def run_stack(*args, timeout=120):
-    return subprocess.run([sys.executable, str(harness.ROOT / "stack.py"), *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "lab.stack", *args], capture_output=True, text=True, cwd=harness.ROOT,
                           timeout=timeout)
 
 

@@ -6,17 +6,15 @@ from datetime import timedelta
 import psycopg
 import pytest
 
-import harness
-import inbox_v7
-import layouts
-import retention
 from consume import PoisonMessage
+from lab import harness, layouts, retention
+from variants import inbox_v7
 
 
 @pytest.fixture
 def lab(schema):
     """The lean inbox's functions and tables are DDL: the owner's (ADMIN_DSN) to run."""
-    from settings import ADMIN_DSN
+    from lab.settings import ADMIN_DSN
 
     with psycopg.connect(harness.scoped_dsn(schema, ADMIN_DSN), autocommit=True) as conn:
         conn.execute(inbox_v7.SQL_FILE.read_text())
@@ -76,11 +74,11 @@ def test_alarm_exit_status(schema):
     import subprocess
     import sys
 
-    from settings import RETENTION_DSN
+    from lab.settings import RETENTION_DSN
 
     env = {"RETENTION_DSN": harness.scoped_dsn(schema, RETENTION_DSN), "PATH": "/usr/bin:/bin"}
-    result = subprocess.run([sys.executable, str(harness.ROOT / "retention.py"), "--check", "15d"],
-                            capture_output=True, text=True, env=env, timeout=60)
+    result = subprocess.run([sys.executable, "-m", "lab.retention", "--check", "15d"],
+                            capture_output=True, text=True, env=env, timeout=60, cwd=harness.ROOT)
     assert result.returncode == 1 and result.stderr.startswith("ALARM"), result.stderr
 
 

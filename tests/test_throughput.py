@@ -6,10 +6,9 @@ import psycopg
 import pytest
 
 import consume
-import harness
-import measure_latency
 import measure_throughput
-import results
+from lab import harness, results
+from measurements import measure_latency
 
 
 @pytest.mark.slow

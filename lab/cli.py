@@ -1,0 +1,66 @@
+"""The one argument parser every script uses, so that bad flags get one line that says what is wrong."""
+import argparse
+
+from variants.common import Parser, at_least  # noqa: F401  (one parser for variants and lab alike)
+
+
+def measurement(description: str, out: str | None, *, events: int | None = None, partitions: int | None = 6,
+                work_ms: float | None = None, seed: bool = True, keep: bool = False) -> Parser:
+    """The parser every measure_*.py starts from: the flags they all share (--runs, --seed,
+    --out, --force; --events, --partitions and --work-ms where the measurement has them)."""
+    parser = Parser(description=description)
+    parser.add_argument("--runs", type=int, default=5)
+    if events is not None:
+        parser.add_argument("--events", type=int, default=events)
+    if partitions is not None:
+        parser.add_argument("--partitions", type=int, default=partitions)
+    if work_ms is not None:
+        parser.add_argument("--work-ms", type=float, default=work_ms, help="handler sleep per message")
+    if seed:
+        parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--out", default=out, help=f"results JSON (default {out})" if out else "results JSON")
+    parser.add_argument("--force", action="store_true", help="overwrite an --out file with another config")
+    if keep:
+        parser.add_argument("--keep", action="store_true", help="keep each run's schema and topic")
+    return parser
+
+
+def whole_numbers(text: str, least: int, what: str) -> list[int]:
+    """A comma-separated list of whole numbers of at least `least`, or one line naming what is wrong."""
+    try:
+        values = [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected {what} like {least},10,100, got {text!r}") from None
+    if not values or min(values) < least:
+        raise argparse.ArgumentTypeError(f"{what} must be at least {least}, got {text!r}")
+    return values
+
+
+def sizes(text: str) -> list[int]:
+    """A flag like --sweep-batch 1,10,100: whole numbers of at least 1."""
+    return whole_numbers(text, 1, "sizes")
+
+
+def counts(text: str) -> list[int]:
+    """A flag like --inbox-rows 0,10000000: whole numbers of at least 0."""
+    return whole_numbers(text, 0, "counts")
+
+
+def per_name(text: str) -> dict:
+    """A flag like --events-of c=5000,d=100000: names, each with a whole number of at least 2."""
+    pairs = [part.partition("=") for part in text.split(",") if part.strip()]
+    if not pairs or any(not n.isdigit() or int(n) < 2 for _, _, n in pairs):
+        raise argparse.ArgumentTypeError(f"expected NAME=N,... with N >= 2, got {text!r}")
+    return {name.strip(): int(n) for name, _, n in pairs}
+
+
+def names_of(choices):
+    """A flag type for a comma-separated list of names, each one of `choices`."""
+    def parse(text: str) -> list[str]:
+        names = [part.strip() for part in text.split(",") if part.strip()]
+        unknown = [n for n in names if n not in choices]
+        if unknown or not names:
+            raise argparse.ArgumentTypeError(f"unknown variant(s) {','.join(unknown) or text!r}; "
+                                             f"choose from {','.join(choices)}")
+        return names
+    return parse

@@ -1,0 +1,412 @@
+"""The nemesis: every fault the lab injects, in one place.
+
+Claim: each fault is bounded in time and healed before it returns, and the ones
+drawn at random are drawn from a seed, so every variant meets the same schedule.
+
+    kill schedule   SIGKILL a worker `life` seconds after its first effect, for
+                    each life on a seeded schedule (M1, M5); no finally, no close()
+    stall           --slow-every N --slow-seconds S: the first handling of every
+                    N-th event (by seq) sleeps S inside its handler (worker.Stall),
+                    past max.poll.interval.ms (M2) or a share lock (M6)
+    pg-restart      PostgreSQL stopped in immediate mode and started again
+    broker-restart  the Kafka broker SIGKILLed and started again
+    partition-*     one consumer's link to the broker, or to Postgres, cut and
+                    healed through netlab.py's bridge; every byte stays on loopback
+    share-lock      a share group's record lock, set on the broker, that a stalled
+                    handler outlives (share_lock_members)
+
+On the replicated lab (stack.py up --replicated; inject_cluster):
+    leader-kill     SIGKILL the node leading most of a topic's partitions, restart it
+    leader-pause    SIGSTOP that node, then SIGCONT
+    controller-kill SIGKILL the active KRaft controller, restart it
+    isolate-leader  the leader moved into a network namespace, given its partitions back, and
+                    every link of it cut, both ways, for a while (isolate_leader)
+    pg-failover     SIGSTOP then SIGKILL every process of the Postgres primary at once,
+                    promote the standby (its synchronous_standby_names cleared)
+    pg-failover-stalled  the same, the primary's WAL sender paused first
+
+fault_schedule() is M6's loop: a fault every --every-s, each healed, then a credit
+awaited before the next.
+
+Assumptions: the restarts need the embedded stack (stack.py) this checkout
+started; the partitions need root (ip netns).
+"""
+import argparse
+import collections
+import contextlib
+import os
+import random
+import signal
+import time
+import uuid
+from pathlib import Path
+
+from confluent_kafka import KafkaException, TopicPartition
+
+from lab import harness, netlab, results, stack
+
+FAULTS = ("pg-restart", "broker-restart", "partition-broker", "partition-db")
+
+
+# --- the kill schedule -------------------------------------------------------------
+
+def kill_schedule(seed: int, kills: int, life: tuple[float, float]) -> list[float]:
+    """Seconds each worker lives after its first side effect; the same for every variant."""
+    rng = random.Random(seed)
+    return [round(rng.uniform(*life), 3) for _ in range(kills)]
+
+
+def life_range(text: str) -> tuple[float, float]:
+    """--life MIN,MAX, for argparse."""
+    try:
+        low, high = (float(part) for part in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected MIN,MAX in seconds, got {text!r}") from None
+    if not 0 < low <= high:
+        raise argparse.ArgumentTypeError(f"need 0 < MIN <= MAX, got {text!r}")
+    return low, high
+
+
+def kill_loop(schedule: list[float], start, working, after_kill, on_progress=None) -> list[dict]:
+    """The kill loop. For each life: start() a worker; working(worker) is True once it applied
+    something and False when nothing is left to do (the loop then ends early); let it live
+    `life` seconds, wherever that leaves it, and SIGKILL it. after_kill(k, life, worker,
+    exit_code) makes the log entry (exit_code: None, or the code it crashed itself with)."""
+    log = []
+    for k, life in enumerate(schedule, 1):
+        worker = start()
+        if not working(worker):
+            worker.kill()
+            break
+        time.sleep(life)  # the fault schedule itself: the kill lands wherever the worker happens to be
+        exit_code = worker.proc.poll()
+        worker.kill()
+        log.append(after_kill(k, life, worker, exit_code))
+        if on_progress:
+            on_progress(f"kill {k} of {len(schedule)}")
+    return log
+
+
+# --- stalls --------------------------------------------------------------------------
+
+def stall_count(events: int, slow_every: int) -> int:
+    """How many handlers a run's --slow-every stalls: each N-th event, once."""
+    return events // slow_every if slow_every else 0
+
+
+# --- service restarts ----------------------------------------------------------------
+
+def postgres_restart_immediate(deadline_s: float = 60.0) -> float:
+    """Stop PostgreSQL in immediate mode (no checkpoint, every backend killed: crash recovery
+    on start), start it again, and return how long until it answered."""
+    _, home = stack.postgres_paths()
+    started = time.monotonic()
+    stopped = stack.pg_ctl("-m", "immediate", "-w", "-t", str(int(deadline_s)), "stop")
+    if stopped.returncode != 0:
+        raise stack.StackError(f"pg_ctl stop -m immediate failed: {stopped.stderr.strip()}")
+    begun = stack.pg_ctl("-l", home / "postgres.log", "-w", "-t", str(int(deadline_s)), "start")
+    if begun.returncode != 0:
+        raise stack.StackError(f"PostgreSQL did not come back: {begun.stderr.strip()}\n"
+                               f"{stack.tail(home / 'postgres.log')}")
+    stack.wait_for(lambda: stack.postgres_connect("postgres"), deadline_s, "PostgreSQL answering after a restart")
+    return time.monotonic() - started
+
+
+def kafka_kill() -> None:
+    """SIGKILL the broker this checkout started: no controlled shutdown, no log flush."""
+    pid = stack.kafka_pid()
+    if pid is None:
+        raise stack.StackError("no broker started by stack.py is running")
+    os.kill(pid, signal.SIGKILL)
+    end = time.monotonic() + 30
+    while stack.pid_alive(pid) and time.monotonic() < end:
+        with contextlib.suppress(ChildProcessError):  # reap it if this process started it
+            os.waitpid(pid, os.WNOHANG)
+        time.sleep(0.1)
+    stack.KAFKA_PID.unlink(missing_ok=True)
+
+
+def broker_restart() -> float:
+    """SIGKILL the broker and start it again; how long it was out."""
+    hit = time.monotonic()
+    kafka_kill()
+    stack.kafka_up()
+    return time.monotonic() - hit
+
+
+# --- network partitions --------------------------------------------------------------
+
+def service_ports() -> tuple[int, int]:
+    """(Kafka's port, Postgres's port): the links a namespace's bridge can cut."""
+    return stack.kafka_address()[1], stack.postgres_params()["port"]
+
+
+def isolated() -> netlab.Namespace:
+    """A network namespace whose links to both services run through a bridge this process holds."""
+    return netlab.Namespace(f"lab-{uuid.uuid4().hex[:6]}", list(service_ports()))
+
+
+def cut(ns: netlab.Namespace, port: int, seconds: float) -> float:
+    """Blackhole one link of `ns` for `seconds`, then heal it, whatever happens meanwhile."""
+    ns.bridge.cut(port)
+    try:
+        time.sleep(seconds)
+    finally:
+        ns.bridge.heal(port)
+    return seconds
+
+
+def inject(fault: str, ns: netlab.Namespace | None = None, outage_s: float = 0) -> float:
+    """One fault of FAULTS, healed before it returns; how long the service (or link) was out."""
+    if fault == "pg-restart":
+        return postgres_restart_immediate()
+    if fault == "broker-restart":
+        return broker_restart()
+    kafka_port, pg_port = service_ports()
+    return cut(ns, kafka_port if fault == "partition-broker" else pg_port, outage_s)
+
+
+# --- the replicated lab (stack.py up --replicated) ------------------------------------
+
+CLUSTER_FAULTS = ("leader-kill", "leader-pause", "controller-kill", "isolate-leader", "pg-failover",
+                  "pg-failover-stalled")
+
+
+def leaders(topic: str) -> dict[int, int]:
+    """partition -> the node leading it now."""
+    from confluent_kafka.admin import AdminClient
+
+    metadata = AdminClient({"bootstrap.servers": stack.CLUSTER_BROKERS}).list_topics(topic, timeout=10)
+    return {p.id: p.leader for p in metadata.topics[topic].partitions.values()}
+
+
+def leader_of(topic: str) -> int:
+    """The node that leads most of `topic`'s partitions: the one whose loss moves the most."""
+    counts = collections.Counter(leaders(topic).values())
+    return counts.most_common(1)[0][0]
+
+
+def node_kill(node: int) -> None:
+    pid = stack.node_pid(node)
+    if pid is None:
+        raise stack.StackError(f"Kafka node {node} is not running")
+    os.kill(pid, signal.SIGKILL)
+    end = time.monotonic() + 30
+    while stack.pid_alive(pid) and time.monotonic() < end:
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(pid, os.WNOHANG)
+        time.sleep(0.1)
+
+
+def node_start(node: int, deadline_s: float = 120.0) -> None:
+    """Start a killed node again and wait until it answers and sees the whole cluster."""
+    stack.start_node(node)
+    _, host, port = stack.cluster_nodes()[node - 1]
+    stack.wait_for(lambda: stack.kafka_answers(brokers=f"{host}:{port}", expect=len(stack.cluster_nodes())),
+                   deadline_s, f"Kafka node {node} back", stack.node_home(node) / "kafka.log")
+
+
+def leader_kill(topic: str, down_s: float = 10.0) -> dict:
+    """SIGKILL the leader of most of `topic`'s partitions; start it again after `down_s`."""
+    node = leader_of(topic)
+    node_kill(node)
+    time.sleep(down_s)
+    node_start(node)
+    return {"node": node}
+
+
+def leader_pause(topic: str, pause_s: float = 15.0) -> dict:
+    """SIGSTOP the leader for `pause_s`, then SIGCONT: a node that is alive but says nothing."""
+    node = leader_of(topic)
+    pid = stack.node_pid(node)
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        time.sleep(pause_s)
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    return {"node": node}
+
+
+def node_stop(node: int, deadline_s: float = 60.0) -> None:
+    """SIGTERM: a controlled shutdown, which hands the node's leaderships over first."""
+    pid = stack.node_pid(node)
+    if pid is None:
+        return
+    os.kill(pid, signal.SIGTERM)
+    end = time.monotonic() + deadline_s
+    while stack.pid_alive(pid) and time.monotonic() < end:
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(pid, os.WNOHANG)
+        time.sleep(0.2)
+    if stack.pid_alive(pid):
+        node_kill(node)
+
+
+def in_sync(topic: str, node: int) -> bool:
+    from confluent_kafka.admin import AdminClient
+
+    metadata = AdminClient({"bootstrap.servers": stack.CLUSTER_BROKERS}).list_topics(topic, timeout=10)
+    return all(node in p.isrs for p in metadata.topics[topic].partitions.values())
+
+
+def prefer_leaders(topic: str) -> None:
+    """A preferred-leader election for `topic`: each partition back to the first of its replicas."""
+    from confluent_kafka import ElectionType
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({"bootstrap.servers": stack.CLUSTER_BROKERS})
+    partitions = [TopicPartition(topic, p) for p in leaders(topic)]
+    with contextlib.suppress(KafkaException):  # ELECTION_NOT_NEEDED where it leads already
+        admin.elect_leaders(ElectionType.PREFERRED, partitions).result(timeout=30)
+
+
+def isolate_leader(topic: str, isolate_s: float = 15.0) -> dict:
+    """Cut every link of the node leading most of `topic`'s partitions, for `isolate_s`, and heal it.
+
+    A node's links can be cut only if it runs in a network namespace whose bridge this
+    process holds, so first it moves there: a controlled shutdown, a start inside, and a
+    preferred-leader election that gives it its partitions back. Then every byte to and
+    from it (clients, the other brokers, the controllers) stops at the bridge, both ways,
+    until the heal. Afterwards it moves back the same way (the bridge ends with this process)."""
+    node = leader_of(topic)
+    nodes = stack.cluster_nodes()
+    port = nodes[node - 1][2]
+    others = [q for n, _, p in nodes if n != node for q in (p, p + 1)]
+    node_stop(node)
+    ns = netlab.Namespace(f"kafka{node}-{uuid.uuid4().hex[:6]}", others, served=[port, port + 1])
+    try:
+        stack.start_node(node, prefix=ns.prefix)
+        stack.wait_for(lambda: stack.kafka_answers(brokers=f"localhost:{port}", expect=len(nodes)), 120,
+                       f"node {node} up inside its namespace", stack.node_home(node) / "kafka.log")
+        harness.wait_until(lambda: in_sync(topic, node), 120, f"node {node} back in sync", interval_s=0.5)
+        prefer_leaders(topic)
+        harness.wait_until(lambda: node in leaders(topic).values(), 60, f"node {node} leading again")
+        led = sum(1 for leader in leaders(topic).values() if leader == node)
+        ns.bridge.cut_all()
+        try:
+            time.sleep(isolate_s)
+        finally:
+            ns.bridge.heal_all()
+        harness.wait_until(lambda: in_sync(topic, node), 120, f"node {node} in sync after the heal", interval_s=0.5)
+    finally:
+        node_stop(node)
+        ns.close()
+        node_start(node)
+    return {"node": node, "partitions_led": led}
+
+
+def controller_kill(down_s: float = 10.0) -> dict:
+    """SIGKILL the active KRaft controller; start it again after `down_s`."""
+    node = stack.active_controller()
+    if node is None:
+        raise stack.StackError("no active controller found in the nodes' logs")
+    node_kill(node)
+    time.sleep(down_s)
+    node_start(node)
+    return {"node": node}
+
+
+def processes_of(pid: int) -> list[int]:
+    """A postmaster and its children (the backends, the WAL sender, ...)."""
+    children = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            if int(stat.read_text().rsplit(")", 1)[1].split()[1]) == pid:
+                children.append(int(stat.parent.name))
+    return [pid, *children]
+
+
+def pg_failover(stall_s: float = 0.0) -> dict:
+    """The primary dies at once, as its machine would, and the standby is promoted.
+
+    With `stall_s`, the primary's WAL sender is paused first for that long, while the
+    consumers go on committing: under async replication those commits exist on the
+    primary alone when it dies. The promoted node gets synchronous_standby_names = '':
+    it has no standby of its own, and under sync its commits would wait for one forever."""
+    primary = stack.pg_primary()
+    standby = next(n for n in stack.PG_NODES if n != primary)
+    senders = []
+    if stall_s:
+        with stack.pg_node_connect(primary) as conn:
+            senders = [row[0] for row in conn.execute("SELECT pid FROM pg_stat_replication")]
+        for pid in senders:
+            os.kill(pid, signal.SIGSTOP)
+        time.sleep(stall_s)
+    postmaster = stack.pg_node_pid(primary)
+    doomed = processes_of(postmaster)
+    for pid in doomed:  # all of them stop at the same instant; then none of them runs another line
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGSTOP)
+    hit = time.monotonic()
+    for pid in doomed:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    promoted = stack.pg_node_ctl(standby, "promote", "-w", "-t", "60")
+    if promoted.returncode != 0:
+        raise stack.StackError(f"pg_ctl promote of {standby} failed: {promoted.stderr.strip()}")
+    with stack.pg_node_connect(standby) as conn:
+        conn.execute("ALTER SYSTEM SET synchronous_standby_names = ''")
+        conn.execute("SELECT pg_reload_conf()")
+    stack.record_pg_primary(standby)
+    return {"killed": primary, "promoted": standby, "stalled_senders": len(senders),
+            "promoted_after_s": round(time.monotonic() - hit, 2)}
+
+
+def inject_cluster(fault: str, topic: str, config: dict) -> dict:
+    """One fault of CLUSTER_FAULTS, healed (or failed over) before it returns."""
+    if fault == "leader-kill":
+        return leader_kill(topic, config.get("down_s", 10.0))
+    if fault == "leader-pause":
+        return leader_pause(topic, config.get("pause_s", 15.0))
+    if fault == "controller-kill":
+        return controller_kill(config.get("down_s", 10.0))
+    if fault == "isolate-leader":
+        return isolate_leader(topic, config.get("isolate_s", 15.0))
+    return pg_failover(config.get("stall_s", 4.0) if fault == "pg-failover-stalled" else 0.0)
+
+
+# --- M6's schedules ------------------------------------------------------------------
+
+def share_lock_members(space, variant: str, run: int, config: dict, events: list) -> list:
+    """share-lock's set-up: the group's lock, the records, two members whose handlers outlive it."""
+    slow_s = config["lock_ms"] / 1000 + config["overrun_s"]
+    args = harness.worker_args(f"share-{variant}", {"work_ms": config["work_ms"], "slow_every": config["slow_every"],
+                                                     "slow_seconds": slow_s})
+    args += ("--max-poll-records", config.get("max_poll_records", 0))
+    # A share group's lock and start position are group configs on the broker; `earliest`, or
+    # the members would skip the backlog published up front.
+    harness.set_group_configs(space.group, {"share.record.lock.duration.ms": config["lock_ms"],
+                                            "share.auto.offset.reset": "earliest"})
+    # A share group locks what it acquires, and it acquires whole producer batches: with
+    # one record per batch (and per poll) an expiry hands over one record, not a batch of them.
+    single = {"linger.ms": 0, "batch.num.messages": 1, "max.in.flight.requests.per.connection": 1}
+    harness.produce_events(space.topic, events, **(single if config.get("one_record_batches") else {}))
+    return harness.start_workers(f"share-{variant}", space, f"faults-share-lock-{variant}-r{run}", args, count=2)
+
+
+def fault_schedule(fault: str, space, ns, config: dict, label: str, in_handler=None) -> list[dict]:
+    """The fault schedule: --faults of them, --every-s apart, each healed and followed by a credit.
+    `in_handler` (a Worker): each fault lands instead while that worker is inside a handler,
+    stalled (--slow-every), i.e. before the credit it is handling is written and its offset
+    committed: a zombie by construction rather than by chance, as long as the stall outlasts
+    the harness's reaction (a log line read, polled every 0.1 s)."""
+    fault_log = []
+    for k in range(1, config["faults"] + 1):
+        if in_handler is None:
+            time.sleep(config["every_s"])  # the schedule: faults land wherever the consumers are
+        else:
+            seen = in_handler.counts.get("stalls", 0)
+            harness.wait_until(lambda seen=seen: in_handler.counts.get("stalls", 0) > seen, 120,
+                               f"{label}: the cut-off consumer to stall in a handler")
+        hit = time.time()
+        outage = inject(fault, ns, config["outage_s"])
+        healed, rows_before = time.monotonic(), harness.ledger_count(space.admin)
+        window = [hit, time.time()]
+        harness.wait_until(lambda before=rows_before: harness.ledger_count(space.admin) > before or
+                           harness.distinct_applied(space.admin) >= config["events"], 300,
+                           f"a credit after {fault} {k}", interval_s=0.1)
+        # resume_s: from the end of the outage (healed, or the service back) to the next credit
+        fault_log.append({"fault": k, "outage_s": round(outage, 2), "resume_s": round(time.monotonic() - healed, 2),
+                          "window": window})
+        results.progress(f"{label}: fault {k} of {config['faults']}, ledger rows {harness.ledger_count(space.admin)}")
+    return fault_log

@@ -1,0 +1,921 @@
+"""Generate the README's results tables and the chart from the JSON in results/.
+
+Claim: no figure in the README is typed by hand. Each table sits between
+`<!-- report:NAME -->` and `<!-- /report:NAME -->` markers and is rewritten from
+the results files (and the post's own figures, quoted in
+results/post-figures.json); `--check` fails when the README is out of date.
+
+    python -m lab.report            # rewrite README.md, docs/results.md and the charts (charts.py)
+    python -m lab.report --check    # exit 1 if any of them differs from what results/ says
+"""
+import json
+import re
+import statistics
+import sys
+
+from lab import charts, cli, results
+from lab.settings import RESULTS, ROOT
+
+README = ROOT / "README.md"
+VARIANT_NAMES = {
+    "a1": "a1: auto-commit, poll()",
+    "a2": "a2: auto-commit, 100-message batches",
+    "b": "b: commit after the DB, no inbox",
+    "c": "c: inbox + commit after the DB",
+    "d": "d: batched inbox, one transaction per batch",
+    "raw": "raw: the client alone, no DB, no commits",
+    "external": "external: an HTTP charge, keys honoured",  # the race's; M5 names its policies
+    "k": "k: per-key lanes, the contiguous watermark",
+    "e": "e: Kafka's exactly-once loop, credit without the inbox",
+    "f": "f: Kafka's exactly-once loop, credit through the inbox",
+    "o": "o: the inbox, with the offset in its transaction",
+    "p": "p: pipelined batched inbox, one statement per batch",
+    "db": "db: p's statement alone, batches built in memory",
+    "db-d": "db-d: d's statements alone, batches built in memory",
+}
+# the others: more of M8 with the same parameters, on second labs beside the first (cluster-more-b.json on the
+# default ports beside cluster-more.json; cluster-acks1.json: six more acks=1 leader kills of b)
+CLUSTER_FILES = ("cluster.json", "cluster-more.json", "cluster-more-b.json", "cluster-acks1.json")
+CLUSTER_FAULT_NAMES = {
+    "leader-kill": "leader SIGKILLed, back after {down_s:g} s", "leader-pause": "leader paused {pause_s:g} s",
+    "controller-kill": "active controller SIGKILLed, back after {down_s:g} s",
+    "isolate-leader": "leader cut off from everyone for {isolate_s:g} s",
+    "pg-failover": "Postgres primary killed, standby promoted",
+    "pg-failover-stalled": "Postgres primary killed after its standby's stream stalled {stall_s:g} s, standby "
+                           "promoted"}
+POINT_NAMES = {"kill": "SIGKILL on M1's schedule", "pg-committed": "planted: after Postgres, before Kafka's commit",
+               "kafka-committed": "planted: after Kafka's commit, before the next poll"}
+SOURCE_NAMES = {("relay", "on"): "relay: killed, and crashed between the ack and the mark",
+                ("retries", "off"): "one producer, link cut and broker restarted; idempotence off",
+                ("retries", "on"): "the same, idempotence on",
+                ("restart", "on"): "a journaling publisher, killed and restarted"}
+
+
+class Missing(Exception):
+    """A section's results file is not there yet: the section says so, and how to make it."""
+
+
+def need(name: str, command: str = "make measure") -> dict:
+    """A results file a section cannot do without; Missing (shown in its place) when absent."""
+    doc = load(name)
+    if doc is None:
+        raise Missing(f"_No `results/{name}` yet: run `{command}`._\n")
+    return doc
+
+
+def load(name: str) -> dict | None:
+    return results.read(name, RESULTS)  # this module's RESULTS, which a test may point elsewhere
+
+
+def spread(stat: dict, digits: int = 0) -> str:
+    fmt = f"{{:,.{digits}f}}"
+    return f"{fmt.format(stat['median'])} ({fmt.format(stat['min'])}–{fmt.format(stat['max'])})"
+
+
+def markdown_table(headers: list[str], rows: list[list], text_columns: int = 1, last_is_text: bool = False) -> str:
+    """A table whose first `text_columns` (and, if `last_is_text`, its last) are text, left-aligned,
+    and every other column a figure, right-aligned."""
+    aligns = ["---"] * text_columns + ["---:"] * (len(headers) - text_columns)
+    if last_is_text:
+        aligns[-1] = "---"
+    lines = ["| " + " | ".join(headers) + " |", "|" + "|".join(aligns) + "|"]
+    lines += ["| " + " | ".join(str(cell) for cell in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def totals_rows(summary: dict, names: dict, cells) -> list[list]:
+    """Per summary entry: its name, its runs, cells(totals)'s figures, and its exact balances."""
+    return [[names[key], s["runs"], *cells(s["totals"]), f"{s['balances_exact_runs']} of {s['runs']}"]
+            for key, s in summary.items()]
+
+
+def provenance(doc: dict) -> str:
+    m, v = doc["machine"], doc["versions"]
+    return (f"{m['cores']} cores, {m['memory_gib']} GiB; Kafka {v['kafka']}, PostgreSQL {v['postgresql']}, "
+            f"confluent-kafka {v['confluent_kafka']} (librdkafka {v['librdkafka']})")
+
+
+def kill_section() -> str:
+    kill, throughput, post = need("kill.json"), load("throughput.json"), need("post-figures.json")
+    rates = (throughput or {}).get("summary", {}).get("variants", {})
+    summaries = dict(kill["summary"])
+    runs = {v: [r for r in kill["runs"] if r["variant"] == v] for v in kill["summary"]}
+    batched = {name: doc for name in ("kill-d.json", "kill-d-batch50.json", "kill-p.json", "kill-p-connections2.json")
+               if (doc := load(name)) and {"d", "p"} & set(doc["summary"])}
+    for doc in batched.values():
+        variant = next(iter(doc["summary"]))
+        connections = doc["config"].get("connections", 1)
+        row = f"{variant}@{doc['config']['batch']}" + (f"x{connections}" if connections > 1 else "")
+        summaries[row] = doc["summary"][variant]
+        runs[row] = doc["runs"]
+    c = kill["config"]
+    rows = ["| Variant | Runs | Kills | Duplicates per run | Lost per run | Skipped duplicates | Exact balances "
+            "| Throughput, no kills (msgs/s) | Post: duplicates | Post: lost | Post: msgs/s |",
+            "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for variant, s in summaries.items():
+        p = post["kill"]["variants"].get(variant)
+        rate = spread(rates[variant]["msgs_per_s"], 1) if variant in rates else "–"
+        if variant[:2] in ("d@", "p@"):
+            batch, _, connections = variant[2:].partition("x")
+            name = f"{VARIANT_NAMES[variant[0]]}, {batch} messages" + (
+                f", {connections} connections" if connections else "")
+            rate = spread(rates[variant[0]]["msgs_per_s"], 1) + " (500 a batch)" if variant[0] in rates else "–"
+        else:
+            name = VARIANT_NAMES[variant]
+        post_rate = post["throughput"]["variants"].get(variant, {}).get("msgs_per_s", "–")
+        post_cells = f"{spread(p['duplicates'])} | {spread(p['lost'])}" if p else "not in the post | –"
+        kills = sum(r["kills"] for r in runs[variant])
+        skipped = sum(r.get("skipped", 0) for r in runs[variant])
+        rows.append(f"| {name} | {s['runs']} | {kills} | {spread(s['duplicates'])} | {spread(s['lost'])} | {skipped} "
+                    f"| {s['balances_exact_runs']} of {s['runs']} | {rate} | {post_cells} | {post_rate} |")
+    legend = (f"\nMedian (min–max) per run of {c['runs']} planned per variant; each run {c['events']:,} credits on "
+              f"{c['partitions']} partitions, up to {c['kills']} SIGKILLs {c['life'][0]:g}–{c['life'][1]:g} s after "
+              f"the worker's first side effect, handler sleep {c['work_ms']:g} ms, session.timeout.ms "
+              f"{c['session_timeout_ms']}, seed {c['seed']}. Kills and skipped duplicates are totals over the runs. "
+              f"From `results/kill.json`: {provenance(kill)}.")
+    for name, doc in batched.items():
+        d_kills = sum(r["kills"] for r in doc["runs"])
+        legend += (f" Row {next(iter(doc['summary']))}, {doc['config']['batch']} messages, from `results/{name}`: "
+                   "the same parameters, "
+                   f"{doc['config']['batch']} messages per transaction, {d_kills} kills over its runs")
+        if d_kills < doc["config"]["kills"] * len(doc["runs"]):
+            legend += (" (a life's kill clock starts at its first committed batch, so with large batches each "
+                       f"life reads more, and the events can run out before the {doc['config']['kills']}th kill)")
+        legend += "."
+    if throughput:
+        t = throughput["config"]
+        legend += (f" Throughput from `results/throughput.json`: {t['runs']} runs of {t['events']:,} messages per "
+                   f"variant, no kills, no handler sleep, variants interleaved in one invocation.")
+    return "\n".join(rows) + "\n" + legend + "\n"
+
+
+def ratio_section() -> str:
+    throughput = need("throughput.json")
+    rows = ["| Ratio | Median of per-run ratios (min–max) |", "|---|---:|"]
+    for name, r in throughput["summary"]["ratios"].items():
+        rows.append(f"| {name} | {r['median']:.3f} ({r['min']:.3f}–{r['max']:.3f}) |")
+    return "\n".join(rows) + f"\n\nFrom `results/throughput.json`: {provenance(throughput)}.\n"
+
+
+def throughput_section() -> str:
+    throughput = need("throughput.json")
+    variants = throughput["summary"]["variants"]
+    raw = variants.get("raw", {}).get("msgs_per_s", {}).get("median")
+    rows = ["| Variant | Runs | msgs/s, median (min–max) | Gap p50 (ms) | Gap p99 (ms) | Share of raw |",
+            "|---|---:|---:|---:|---:|---:|"]
+    for name, s in variants.items():
+        mine = [r for r in throughput["runs"] if r["variant"] == name]
+        p50 = statistics.median(r["gap_p50_ms"] for r in mine)
+        p99 = statistics.median(r["gap_p99_ms"] for r in mine)
+        share = f"{s['msgs_per_s']['median'] / raw:.1%}" if raw else "–"
+        rows.append(f"| {VARIANT_NAMES.get(name, name)} | {s['runs']} | {spread(s['msgs_per_s'], 1)} | {p50:.3f} "
+                    f"| {p99:.3f} | {share} |")
+    c = throughput["config"]
+    return ("\n".join(rows) + f"\n\n{c['runs']} runs of {c['events']:,} messages per variant on {c['partitions']} "
+            "partitions, no kills, no handler sleep, interleaved run by run in one invocation; msgs/s from the first "
+            "to the last side effect (ledger `clock_timestamp()`; raw times itself). Gaps are medians over runs of "
+            f"each run's p50 and p99. From `results/throughput.json`: {provenance(throughput)}.\n")
+
+
+def batch_section() -> str:
+    sweep = need("throughput-batch.json")
+    rows = ["| Batch size | msgs/s, median (min–max) |", "|---:|---:|"]
+    for name, s in sweep["summary"]["variants"].items():
+        rows.append(f"| {name.split('@')[1]} | {spread(s['msgs_per_s'], 1)} |")
+    c = sweep["config"]
+    return ("\n".join(rows) + f"\n\nVariant d, {c['runs']} runs of {c['events']:,} messages per batch size, "
+            f"interleaved. From `results/throughput-batch.json`: {provenance(sweep)}.\n")
+
+
+REBALANCE_SETS = [(f"rebalance-{v}-{p}.json", p) for v in ("b", "c", "d", "k", "o", "p")
+                  for p in ("classic", "consumer")] + [
+    (f"rebalance-{v}-consumer-stall20.json", "consumer") for v in ("b", "c")]
+
+
+def throughput_tables(doc: dict) -> str:
+    """A measure_throughput invocation: msgs/s per variant, then its paired ratios."""
+    stats, ratios = doc["summary"]["variants"], doc["summary"]["ratios"]
+
+    def named(name):
+        variant, _, connections = name.partition("@")
+        return VARIANT_NAMES.get(variant, variant) + (f", {connections} connections" if connections else "")
+
+    text = markdown_table(["Variant", "Runs", "msgs/s, median (min–max)"],
+                          [[named(name), s["runs"], spread(s["msgs_per_s"], 1)] for name, s in stats.items()])
+    return text + "\n\n" + markdown_table(["Ratio", "Median of per-run ratios (min–max)"],
+                                           [[name, spread(r, 3)] for name, r in ratios.items()])
+
+
+def pipelined_section() -> str:
+    """p beside d and the ceilings: one invocation, variants interleaved run by run; then p on
+    two connections against the two-connection ceiling, in another."""
+    doc = need("throughput-pipelined.json", "python measure_throughput.py --variants raw,db-d,db,d,p --runs 5 "
+                                             "--out results/throughput-pipelined.json")
+    c = doc["config"]
+    text = throughput_tables(doc) + (
+        f"\n\n{c['runs']} runs of {c['events']:,} credits per variant on {c['partitions']} partitions, "
+        f"batches of {c['batch']}, no handler sleep, interleaved run by run in one invocation. db and "
+        "db-d read nothing from Kafka and decode nothing: they run the same number of credits, already "
+        "built, through the statements one batch after another on one connection, and time "
+        f"themselves. From `results/throughput-pipelined.json`: {provenance(doc)}.\n")
+    if two := load("throughput-connections.json"):
+        t = two["config"]
+        text += "\nTwo statements at once (p@2: `--connections 2`; db@2: the ceiling, two connections taking " \
+                "the batches in turn):\n\n" + throughput_tables(two) + (
+                    f"\n\n{t['runs']} runs of {t['events']:,} credits per variant, batches of {t['batch']}, "
+                    f"interleaved in another invocation. From `results/throughput-connections.json`: "
+                    f"{provenance(two)}.\n")
+    return text
+
+
+def events_of_text(config: dict) -> str:
+    """", c: 5,000": the variants a measure_throughput run gave another --events (--events-of)."""
+    return "".join(f", {v}: {n:,}" for v, n in config.get("events_of", {}).items())
+
+
+def growth_section() -> str:
+    """c, d and p on inboxes already holding millions of IDs, random v4 or time-ordered v7."""
+    doc = need("throughput-inbox.json", "python measure_throughput.py --variants c,d,p --inbox-rows "
+                                        "0,10000000,50000000 --id-type text,uuid-v7 --events-of c=5000 "
+                                        "--out results/throughput-inbox.json")
+    rows = []
+    for variant, types in doc["summary"]["growth"].items():
+        for id_type, sizes in types.items():
+            for size, e in sizes.items():
+                rows.append([VARIANT_NAMES.get(variant, variant), "UUIDv7" if id_type == "uuid-v7" else "UUIDv4",
+                             f"{int(size):,}", e["runs"], spread(e["msgs_per_s"], 1),
+                             spread(e["vs_empty"], 3) if e.get("vs_empty") else "–",
+                             spread(e["vs_text"], 3) if e.get("vs_text") else "–",
+                             f"{e['wal_bytes_per_msg']['median']:,.0f}",
+                             f"{e['inbox_index_reads_per_msg']['median']:.3f}"])
+    c, server = doc["config"], doc["config"]["server"]
+    events = events_of_text(c)
+    return (markdown_table(["Variant", "IDs", "Inbox rows before", "Runs", "msgs/s, median (min–max)",
+                            "÷ empty inbox", "v7 ÷ v4", "WAL bytes/msg", "Index reads/msg"], rows, text_columns=3)
+            + f"\n\n{c['runs']} runs per row, {c['events']:,} credits a run{events}, on "
+            f"{c['partitions']} partitions. Each size is one block: the inboxes (`processed_messages`, key "
+            "(consumer, message_id), IDs as text) are filled to it once, then every variant and ID type runs in "
+            "turn, interleaved and rotating, so **v7 ÷ v4 is side by side**; **÷ empty** pairs run N of a size "
+            "with run N of the empty inbox, measured minutes to half an hour apart, so it carries the machine's drift. "
+            "The run's own credits carry IDs of the same type as the fill. WAL bytes/msg: "
+            "pg_current_wal_insert_lsn() before and after, per credit; index reads/msg: the inbox key's blocks "
+            "read from outside shared_buffers (pg_statio; the kernel's page cache may still have held them). "
+            f"Server: shared_buffers {server['shared_buffers']}, max_wal_size {server['max_wal_size']}, "
+            f"checkpoint_timeout {server['checkpoint_timeout']}, full_page_writes {server['full_page_writes']}, "
+            f"synchronous_commit {server['synchronous_commit']}. From `results/throughput-inbox.json`: "
+            f"{provenance(doc)}.\n")
+
+
+def consumers_section() -> str:
+    """c, d and p with 1, 2 and 3 processes in one group."""
+    doc = need("throughput-consumers.json", "python measure_throughput.py --variants c,d,p --consumers 1,2,3 "
+                                            "--events-of c=20000 --out results/throughput-consumers.json")
+    stats, ratios = doc["summary"]["variants"], doc["summary"]["ratios"]
+    rows = []
+    for name, s in stats.items():
+        variant, _, count = name.partition(":")
+        ratio = ratios.get(f"{name}/{variant}:1")
+        rows.append([VARIANT_NAMES.get(variant, variant), count, s["runs"], spread(s["msgs_per_s"], 1),
+                     spread(ratio, 3) if ratio else "–"])
+    c = doc["config"]
+    events = events_of_text(c)
+    return (markdown_table(["Variant", "Consumers", "Runs", "msgs/s, median (min–max)",
+                            "÷ one consumer, paired by run"], rows, text_columns=1)
+            + f"\n\n{c['runs']} runs of {c['events']:,} credits{events}, on {c['partitions']} partitions, that many "
+            "worker processes in one group (classic protocol, so the partitions are split 6, 3+3, 2+2+2), every "
+            "count of every variant interleaved in one invocation; timed from the first to the last ledger row of "
+            f"the run. From `results/throughput-consumers.json`: {provenance(doc)}.\n")
+
+
+def latency_section() -> str:
+    doc = need("latency.json", "python -m measurements.measure_latency --variants c,d,p --rates 200,500,5000 --runs 5")
+    rows = []
+    for name, s in doc["summary"].items():
+        variant, _, rate = name.partition("@")
+        rows.append([VARIANT_NAMES.get(variant, variant), rate, s["runs"], spread(s["offered_per_s"]),
+                     spread(s["p50_ms"], 1), spread(s["p99_ms"], 1), spread(s["max_ms"], 1),
+                     s["totals"]["duplicates"] + s["totals"]["lost"]])
+    c = doc["config"]
+    return (markdown_table(["Variant", "Offered", "Runs", "Sent, msgs/s (from CreateTimes)", "p50, ms", "p99, ms",
+                            "Largest, ms",
+                            "Duplicates + lost"], rows, text_columns=2)
+            + f"\n\nMedian (min–max) over runs of each run's figure. Each run: one warm-up credit per partition "
+            "applied, then "
+            f"{c['seconds']:g} s of credits at the offered rate from a paced publisher into {c['partitions']} "
+            "partitions while one consumer reads them; latency from the record's CreateTime to its ledger row's "
+            "clock_timestamp() (inside the transaction, just before its commit); variants and rates interleaved "
+            f"in one invocation. From `results/latency.json`: {provenance(doc)}.\n")
+
+
+def rebalance_section() -> str:
+    post = need("post-figures.json")["rebalance"]
+    rows = ["| Variant | Group protocol | Stall (s) | Runs | Evictions | Duplicates | Lost | Skipped duplicates "
+            "| Partitions next to another member / back to the zombie | Handover after eviction (s, median) "
+            "| Failed offset commits "
+            "| Exact balances |", "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|"]
+    found = None
+    for name, protocol in REBALANCE_SETS:
+        doc = load(name)
+        if not doc:
+            continue
+        found = found or doc
+        for variant, s in doc["summary"].items():
+            t = s["totals"]
+            failed = ", ".join(f"{code} ×{n}" for code, n in s["commit_failed"].items()) or "none"
+            handover = s.get("handover_s")
+            rows.append(f"| {VARIANT_NAMES[variant]} | {protocol} | {doc['config']['slow_seconds']:g} | {s['runs']} "
+                        f"| {t['evictions']} | {t['duplicates']} | {t['lost']} | {t['skipped']} "
+                        f"| {t['moved_to_other']} / {t['back_to_zombie']} "
+                        f"| {'–' if handover is None else f'{handover:.1f}'} "
+                        f"| {failed} | {s['balances_exact_runs']} of {s['runs']} |")
+    for variant, p in post["variants"].items():
+        rows.append(f"| post: {VARIANT_NAMES[variant]} | classic | {post['config']['slow_seconds']:g} "
+                    f"| {post['config']['runs']} | {p['evictions']} | {p['duplicates']} | – | {p['skipped']} | – | – "
+                    f"| {post['commit_failed']} | – |")
+    if found is None:
+        return "\n".join(rows) + "\n\n_No M2 results yet: run `python measure_rebalance.py`._\n"
+    c = found["config"]
+    return ("\n".join(rows) + f"\n\nTotals over all runs. Each run: {c['events']:,} credits, {c['consumers']} "
+            f"consumers, every {c['slow_every']}th event stalls (the Stall column) the first time it is handled, "
+            f"max.poll.interval.ms {c['max_poll_interval_ms']}, session timeout {c['session_timeout_ms']} ms, "
+            f"heartbeat a third of it (under `consumer`, both set on the group at the broker). Handover: from "
+            f"librdkafka's MAXPOLL line to the next assignment of one of the evicted worker's partitions, to another "
+            f"worker or back to the zombie, read from the workers' logs. From `results/rebalance-*.json`: "
+            f"{provenance(found)}.\n")
+
+
+LAYOUT_NAMES = {
+    "text": "text (UUID string)", "uuid-v4": "uuid, v4 (random)", "uuid-v7": "uuid, v7 (`uuidv7()`)",
+    "v7-pk-range": "lean: v7 key only, expired by key range", "v7-partitioned": "lean: v7 key only, a partition a day",
+}
+
+
+def storage_section() -> str:
+    storage, post = need("storage.json", "python measure_storage.py --runs 5"), need("post-figures.json")["storage"]
+    rows = ["| message_id type | Heap bytes/row | Index bytes/row | Total bytes/row | + cleanup index | "
+            "Post: heap | Post: index | Post: total |", "|---|---:|---:|---:|---:|---:|---:|---:|"]
+    for layout, s in storage["summary"]["size"].items():
+        p = post["layouts"][layout]
+        rows.append(f"| {LAYOUT_NAMES[layout]} | {spread(s['heap_bytes_per_row'], 1)} "
+                    f"| {spread(s['index_bytes_per_row'], 1)} | {spread(s['total_bytes_per_row'], 1)} "
+                    f"| {spread(s['cleanup_index_bytes_per_row'], 1)} | {p['heap_bytes_per_row']} "
+                    f"| {p['index_bytes_per_row']} | {p['total_bytes_per_row']} |")
+    c = storage["config"]
+    return ("\n".join(rows) + f"\n\nMedian (min–max) of {c['runs']} runs, {c['rows']:,} rows each in a table shaped "
+            "like `processed_messages`, after `VACUUM (ANALYZE)`; the cleanup index is the `processed_at` index that "
+            f"`retention.sql` creates. From `results/storage.json`: {provenance(storage)}.\n")
+
+
+def layouts_section() -> str:
+    storage = need("storage.json")
+    rows = ["| Layout | Bytes/row, every index it needs | Time to expire | WAL written | Dead tuples left "
+            "| Kept exactly the rows inside the window |", "|---|---:|---:|---:|---:|---:|"]
+    for layout, s in storage["summary"]["expiry"].items():
+        name = LAYOUT_NAMES[layout] + ("" if layout.startswith("v7-") else " + cleanup index")
+        rows.append(f"| {name} | {spread(s['total_bytes_per_row'], 1)} | {s['expire_s']['median']:.2f} s "
+                    f"| {s['expire_wal_bytes']['median'] / 1e6:,.1f} MB | {s['dead_tuples_after']['median']:,.0f} "
+                    f"| {s['kept_exactly_recent_runs']} of {s['runs']} runs |")
+    c = storage["config"]
+    return ("\n".join(rows) + f"\n\nMedians of {c['runs']} runs. Each layout holds {c['rows']:,} IDs from the "
+            f"{c['expired_days']} days before a {c['window_days']}-day window and {c['recent_rows']:,} inside it; the "
+            "first three expire them with `retention.sql`'s batched delete (10,000 a batch), the lean ones by "
+            f"primary-key range or by dropping whole days. From `results/storage.json`: {provenance(storage)}.\n")
+
+
+def sizing_section() -> str:
+    storage, post = need("storage.json"), need("post-figures.json")["storage"]["sizing"]
+    z = storage["summary"]["sizing"]
+    rows = [f"| Layout | Bytes/row, measured, cleanup index included | {z['rows']:,} rows | Post's arithmetic |",
+            "|---|---:|---:|---:|"]
+    for layout, p in z["layouts"].items():
+        rows.append(f"| {LAYOUT_NAMES[layout]} | {p['bytes_per_row']:.1f} | {p['gb']:.1f} GB "
+                    f"| {str(post['gb'][layout]) + ' GB' if layout in post['gb'] else '–'} |")
+    return ("\n".join(rows) + f"\n\n{z['per_day']:,} IDs a day kept for {z['days']} days, priced with the medians "
+            "above (the post left the cleanup index out of its sum).\n")
+
+
+POLICY_NAMES = {
+    "keys": "keys honoured: retry with the same Idempotency-Key",
+    "lookup": "status lookup: ask, then call only if nothing landed",
+    "retry": "neither, retry after an expired lease",
+    "skip": "neither, give up after an expired lease",
+    "outbox": "inbox, then outbox: a keyed relay makes the call",
+}
+
+
+def external_section() -> str:
+    external = need("external.json")
+    table = markdown_table(
+        ["Policy", "Runs", "Lives", "SIGKILLed at random", "Crashed before / after the call", "Duplicate charges",
+         "Lost charges", "Leases run short / taken over", "Exact balances"],
+        totals_rows(external["summary"], POLICY_NAMES, lambda t: [
+            t["kills"], t["killed_at_random"], f"{t['crashed_before_call']} / {t['crashed_after_call']}",
+            t["duplicates"], t["lost"], f"{t['lease_short']} / {t['lease_taken_over']}"]))
+    c = external["config"]
+    return (table + f"\n\nTotals over all runs; counted on the provider's side (its own table of "
+            f"charges). Each run: {c['events']:,} credits and up to {c['kills']} lives of the consumer (fewer once "
+            f"nothing is left to consume or send), each SIGKILLed "
+            f"{c['life'][0]:g}–{c['life'][1]:g} s after its first call unless it crashed itself first: right after "
+            f"the call of every {c['crash_every']}th event, or right after the claim (before the call) of every "
+            f"{c['crash_before_every']}th, the first time each is handled. The outbox consumer makes no call: its "
+            f"crashes are the relay's (after a call, before marking the row sent), and the relay is killed and "
+            f"restarted with each life. Lease {c['lease_s']:g} s. "
+            f"From `results/external.json`: {provenance(external)}.\n")
+
+
+def faults_section() -> str:
+    faults = need("faults.json")
+    rows = ["| Fault | Variant | Runs | Faults | Duplicates | Lost | Skipped duplicates | Resume after the fault (s) "
+            "| Exact balances |", "|---|---|---:|---:|---:|---:|---:|---:|---:|"]
+    batched = load("faults-share-batched.json")
+    sets = [(faults, "")] + ([(batched, ", producer batching")] if batched else [])
+    for doc, note in sets:
+        for s in doc["summary"].values():
+            t = s["totals"]
+            resume = spread(s["resume_s"], 2) if s.get("resume_s") else "–"
+            rows.append(f"| {s['fault']}{note} | {VARIANT_NAMES[s['variant']]} | {s['runs']} | {t['faults']} "
+                        f"| {t['duplicates']} | {t['lost']} | {t['skipped']} | {resume} "
+                        f"| {s['balances_exact_runs']} of {s['runs']} |")
+    c = faults["config"]
+    text = ("\n".join(rows) + f"\n\nTotals over all runs; resume is the median (min–max) over runs of each run's "
+            f"median time from the end of a fault to the next credit. Each run: {c['events']:,} credits, {c['faults']} "
+            f"faults {c['every_s']:g} s apart, partitions cut for {c['outage_s']:g} s, session timeout "
+            f"{c['session_timeout_ms']} ms, max.poll.interval.ms {c['max_poll_interval_ms']}.")
+    if "lock_ms" in c:
+        text += (f" share-lock: two members of a share group with a {c['lock_ms']} ms record lock; every "
+                 f"{c['slow_every']}th event's first handling outlives it by {c['overrun_s']:g} s (Faults counts those "
+                 "expiries); records published one per producer batch and polled one at a time.")
+    if batched:
+        b = batched["config"]
+        text += (f" The `producer batching` row (`results/faults-share-batched.json`): the same with the producer's "
+                 f"usual batches, librdkafka's default poll size, a {b['lock_ms']} ms lock and no handler sleep.")
+    return text + f" From `results/faults.json`: {provenance(faults)}.\n"
+
+
+def race_section() -> str:
+    race = need("race.json")
+    table = markdown_table(
+        ["Variant", "Runs", "Duplicates", "Lost", "Transactions retried", "Consumers died", "Skipped duplicates",
+         "Exact balances"],
+        totals_rows(race["summary"], {**POLICY_NAMES, **VARIANT_NAMES}, lambda t: [
+            t["duplicates"], t["lost"], t["retried"], t["died"], f"{t['skipped']:,}"]))
+    c = race["config"]
+    return (table + f"\n\nTotals over all runs. Each run: {c['consumers']} consumer processes of one "
+            f"variant in one group on {c['partitions']} partitions, {c['events']:,} credits over {c['accounts']} "
+            f"accounts, each published {c['copies']} times on distinct partitions, side by side, once every "
+            f"consumer holds partitions; d takes batches of {c['batch']}. Effects are ledger rows for c and d and "
+            f"the provider's charges for external and outbox. A retried transaction is one the server rolled back "
+            f"(deadlock, serialization failure) and `consume.Database` ran again. "
+            f"From `results/race.json`: {provenance(race)}.\n")
+
+
+# (measurement, results file, how a run's fault and variant read in the findings table)
+FINDINGS = [
+    ("M1 hard kills", "kill.json", lambda r, c: ("SIGKILL", r["variant"])),
+    ("M1 hard kills", "kill-d.json", lambda r, c: ("SIGKILL", f"d, {c['batch']} a batch")),
+    ("M1 hard kills", "kill-d-batch50.json", lambda r, c: ("SIGKILL", f"d, {c['batch']} a batch")),
+    ("M1 hard kills", "kill-k.json", lambda r, c: ("SIGKILL", f"k, {c['lanes']} lanes")),
+    ("M1 hard kills", "kill-p.json", lambda r, c: ("SIGKILL", f"p, {c['batch']} a batch")),
+    ("M1 hard kills", "kill-p-connections2.json", lambda r, c: ("SIGKILL", f"p, {c['batch']} a batch, 2 connections")),
+    *[("M2 rebalance zombie", name, lambda r, c: (
+        f"stall {c['slow_seconds']:g} s, {c['group_protocol']} protocol", r["variant"])) for name, _ in REBALANCE_SETS],
+    ("M3 throughput", "throughput.json", lambda r, c: ("none", r["variant"])),
+    ("M3 pipelined inbox", "throughput-pipelined.json", lambda r, c: ("none", r["variant"])),
+    ("M3 pipelined inbox", "throughput-connections.json", lambda r, c: ("none", r["variant"])),
+    ("M3 per-key lanes", "throughput-lanes.json", lambda r, c: (f"none, {c['work_ms']:g} ms handler", r["variant"])),
+    ("M3 inbox growth", "throughput-inbox.json", lambda r, c: (
+        f"none, {'v7' if r['id_type'] == 'uuid-v7' else 'v4'} IDs", r["variant"])),
+    ("M3 consumers", "throughput-consumers.json", lambda r, c: (
+        "none", f"{r['variant'].partition(':')[0]}, {r['consumers']} consumer{'s' * (r['consumers'] != 1)}")),
+    ("M3 latency", "latency.json", lambda r, c: (f"none, {r['rate']:g} offered a second", r["variant"])),
+    ("M5 external effects", "external.json", lambda r, c: ("SIGKILL, planted crashes", r["variant"])),
+    ("M6 faults", "faults.json", lambda r, c: (r["fault"], r["variant"])),
+    ("M6 faults", "faults-share-batched.json", lambda r, c: ("share-lock, producer batching", r["variant"])),
+    ("Race", "race.json", lambda r, c: (f"{c['consumers']} consumers, {c['copies']} copies", r["variant"])),
+    ("M7 exactly-once", "eos.json", lambda r, c: (POINT_NAMES[r["point"]], r["variant"])),
+    ("M7 publishers", "publish.json", lambda r, c: (SOURCE_NAMES[(r["source"], r["idempotence"])], r["variant"])),
+    ("M1 hard kills", "kill-o.json", lambda r, c: ("SIGKILL", r["variant"])),
+    *[("M8 replicated lab", name, lambda r, c: (
+        CLUSTER_FAULT_NAMES[r["fault"]].format(**c) + (f", {r['replication']} standby" if r["fault"].startswith("pg-")
+                                                       else "") + ("" if r["acks"] == "all" else f", acks={r['acks']}"),
+        r["variant"])) for name in CLUSTER_FILES],
+]
+
+
+def eos_section() -> str:
+    eos = need("eos.json", "python -m measurements.measure_eos --variant all --runs 5 --kills 20 --events 10000")
+    rows = []
+    for s_key, s in eos["summary"].items():
+        variant, point = s_key.split(" ")
+        mine = [r for r in eos["runs"] if r["variant"] == variant and r["point"] == point]
+        total = {field: sum(r[field] for r in mine) for field in (
+            "faults", "duplicates", "lost", "topic_copies", "topic_missing", "aborted_copies")}
+        rows.append([VARIANT_NAMES[variant], POINT_NAMES[point], s["runs"], f"{total['faults']:,}",
+                     f"{total['duplicates']:,}", f"{total['lost']:,}", f"{s['balances_exact_runs']} of {s['runs']}",
+                     f"{total['topic_copies']:,}", f"{total['topic_missing']:,}", f"{total['aborted_copies']:,}"])
+    c = eos["config"]
+    return (markdown_table(["Variant", "Fault", "Runs", "Faults", "Ledger duplicates", "Ledger lost",
+                            "Exact balances", "Output copies", "Output missing", "Aborted output copies"], rows,
+                           text_columns=2)
+            + f"\n\nTotals over all runs. Each run: {c['events']:,} credits on {c['partitions']} partitions, a "
+            f"{c['work_ms']:g} ms handler, {c['every']} input messages per Kafka transaction, one worker at a time "
+            f"with one transactional.id. The kill rows: {c['kills']} SIGKILLs a run, each {c['life'][0]:g}–"
+            f"{c['life'][1]:g} s after the worker's first credit (M1's schedule); the planted rows: "
+            f"{c['planted']} crashes a run (os._exit at the named point, once for every "
+            f"{c['events'] // c['planted']:,}th event), the worker restarted after each. Output copies and "
+            f"missing: the output topic read with read_committed, as a downstream consumer reads it; aborted "
+            f"output copies: the records only read_uncommitted sees, written by passes whose transaction aborted. "
+            f"From `results/eos.json`: {provenance(eos)}.\n")
+
+
+def publish_section() -> str:
+    publish = need("publish.json", "python -m measurements.measure_publish --source all --variant all --runs 5")
+    rows = []
+    for s_key, s in publish["summary"].items():
+        source, idempotence, variant = s_key.split(" ")
+        mine = [r for r in publish["runs"] if (r["source"], r["idempotence"], r["variant"]) ==
+                (source, idempotence, variant)]
+        rows.append([SOURCE_NAMES[(source, idempotence)], VARIANT_NAMES[variant], s["runs"],
+                     sum(r["faults"] for r in mine), f"{sum(r['log_copies'] for r in mine):,}",
+                     f"{sum(r['duplicates'] for r in mine):,}", f"{sum(r['lost'] for r in mine):,}",
+                     f"{s['balances_exact_runs']} of {s['runs']}"])
+    c = publish["config"]
+    return (markdown_table(["Source of copies", "Consumer", "Runs", "Faults", "Copies in the log", "Duplicates",
+                            "Lost", "Exact balances"], rows, text_columns=2)
+            + f"\n\nTotals over all runs. Each run: {c['events']:,} credits published at {c['rate']:g} a second "
+            f"into a topic of {c['partitions']} partitions, acks=all; then one worker of the consumer variant "
+            f"drains it, with no faults of its own (d in batches of {c['batch']}). relay: {c['kills']} SIGKILLs a "
+            f"run, each {c['life'][0]:g}–{c['life'][1]:g} s after the relay's first acknowledgement, and "
+            f"{c['planted']} planted crashes between a batch's acknowledgements and its mark (100 rows a batch). "
+            f"retries: {c['faults']} faults {c['every_s']:g} s apart, cuts of {c['outage_s']:g} s with a broker "
+            f"restart in the middle, socket.timeout.ms {c['socket_timeout_ms']}. restart: {c['kills']} SIGKILLs "
+            f"on the same schedule. Copies in the log: records beyond the first per event ID. "
+            f"From `results/publish.json`: {provenance(publish)}.\n")
+
+
+def cluster_runs() -> list[tuple[dict, dict]]:
+    """(run, its file's config) for every M8 run in every file that holds some."""
+    return [(r, doc["config"]) for doc in filter(None, map(load, CLUSTER_FILES)) for r in doc["runs"]]
+
+
+def cluster_section() -> str:
+    cluster = need("cluster.json", "make measure-cluster")
+    c = cluster["config"]
+    groups = {}
+    for r, config in cluster_runs():
+        fault = CLUSTER_FAULT_NAMES[r["fault"]].format(**config)
+        groups.setdefault((fault, r["fault"], r["variant"], r["replication"], r["acks"]), []).append(r)
+    rows = [[name, VARIANT_NAMES[variant],
+             replication if fault.startswith("pg-") else "–", acks, len(mine), sum(r["duplicates"] for r in mine),
+             f"{sum(r['lost'] for r in mine):,}", sum(r["acked_missing"] for r in mine),
+             spread(results.stats(r["longest_stall_s"] for r in mine), 1),
+             f"{sum(bool(r['balances_exact']) for r in mine)} of {len(mine)}"]
+            for (name, fault, variant, replication, acks), mine in sorted(
+                groups.items(), key=lambda g: (list(CLUSTER_FAULT_NAMES).index(g[0][1]), g[0][3], g[0][4] != "all",
+                                               g[0][2]))]
+    return (markdown_table(["Fault", "Variant", "Postgres standby", "acks", "Runs", "Duplicates", "Lost",
+                            "Acknowledged records missing", "Longest stall, s", "Exact balances"], rows,
+                           text_columns=4)
+            + f"\n\nTotals over the runs, and the median (min–max) of each run's longest gap between two credits "
+            f"from the fault to a minute after it. Each run: a publisher sends {c['events']:,} credits at "
+            f"{c['rate']:g} a second into {c['partitions']} partitions (replication factor 3, min.insync.replicas 2) "
+            f"while one consumer reads them; the fault comes {c['fault_after_s']:g} s after its first credit. "
+            f"Acknowledged records missing: IDs the publisher's journal says the broker acknowledged, not in the "
+            "log afterwards. From `results/cluster.json`, `results/cluster-more.json`, "
+            "`results/cluster-more-b.json` and `results/cluster-acks1.json` (the same harness and parameters; "
+            "cluster-more and cluster-more-b ran at the same time on two replicated labs on different ports, "
+            f"which only count): {provenance(cluster)}.\n")
+
+
+def offsets_section() -> str:
+    """o against c: under the failover that loses c's credits, under M1 and M2, and what it costs."""
+    rows = []
+    # c and o interleaved run by run in one invocation (cluster-offsets.json), then each mode as M8 ran it.
+    sets = [(doc, "c and o interleaved, one invocation") for doc in [load("cluster-offsets.json")] if doc]
+    sets += [({"config": config, "runs": [r]}, "M8's table") for r, config in cluster_runs()]
+    groups = {}
+    for doc, how in sets:
+        for r in doc["runs"]:
+            if r["fault"] == "pg-failover-stalled" and r["variant"] in ("c", "o"):
+                key = (how, r["replication"], r["variant"], doc["config"]["stall_s"])
+                groups.setdefault(key, []).append(r)
+    for (how, replication, variant, stall_s), mine in groups.items():
+        rows.append([f"M8, {how}: the standby's stream stalled {stall_s:g} s, the primary killed, {replication} "
+                     "standby promoted", variant, len(mine), sum(r["duplicates"] for r in mine),
+                     f"{sum(r['lost'] for r in mine):,}",
+                     f"{sum(bool(r['balances_exact']) for r in mine)} of {len(mine)}"])
+    for name, label in (("kill-o.json", "M1: {kills} SIGKILLs a run"), ("rebalance-o-classic.json",
+                                                                        "M2: a {slow_seconds:g} s stall every "
+                                                                        "{slow_every}th event")):
+        if doc := load(name):
+            runs = doc["runs"]
+            exact = sum(bool(r["balances_exact"]) for r in runs)
+            rows.append([label.format(**doc["config"]), "o", len(runs), sum(r["duplicates"] for r in runs),
+                         sum(r["lost"] for r in runs), f"{exact} of {len(runs)}"])
+    if not rows:
+        raise Missing("_No results for o yet: run `make measure-cluster`, then `python measure_kill.py --variant o` "
+                      "and `python measure_rebalance.py --variant o`._\n")
+    text = markdown_table(["Fault", "Variant", "Runs", "Duplicates", "Lost", "Exact balances"], rows, text_columns=2)
+    text += "\n\nTotals over the runs; each measurement's other parameters as in its own section.\n"
+    if cost := load("throughput-offsets.json"):
+        s, ratio = cost["summary"]["variants"], cost["summary"]["ratios"].get("o/c")
+        text += (f"\nWhat the extra upsert costs, side by side in one invocation ({cost['config']['runs']} runs of "
+                 f"{cost['config']['events']:,} credits each, interleaved): c {spread(s['c']['msgs_per_s'])} msgs/s, "
+                 f"o {spread(s['o']['msgs_per_s'])} msgs/s; o/c {spread(ratio, 3)}, the median of per-run ratios. "
+                 f"From `results/throughput-offsets.json`: {provenance(cost)}.\n")
+    return text
+
+
+def parallel_section() -> str:
+    lanes = need("throughput-lanes.json", "python measure_throughput.py --sweep-lanes 1,4,16,64 --work-ms 10")
+    stats, ratios = lanes["summary"]["variants"], lanes["summary"]["ratios"]
+    rows = [[name, s["runs"], spread(s["msgs_per_s"], 1),
+             "1" if name == "c" else spread(ratios[f"{name}/c"], 2) if f"{name}/c" in ratios else "–",
+             sum(r.get("order_violations") or 0 for r in lanes["runs"] if r["variant"] == name),
+             sum(r["duplicates"] + r["lost"] for r in lanes["runs"] if r["variant"] == name)]
+            for name, s in stats.items()]
+    text = markdown_table(["Variant (k@N: N lanes)", "Runs", "msgs/s, median (min–max)",
+                           "× c, median of per-run ratios", "Order violations", "Duplicates + lost"], rows)
+    c = lanes["config"]
+    text += (f"\n\n{c['runs']} runs of {c['events']:,} credits per variant on {c['partitions']} partitions, "
+             f"a {c['work_ms']:g} ms handler, interleaved run by run in one invocation. From "
+             f"`results/throughput-lanes.json`: {provenance(lanes)}.\n")
+    faults = []
+    if kill := load("kill-k.json"):
+        kc = kill["config"]
+        faults.append([f"M1: {kc['kills']} SIGKILLs a run, {kc['lanes']} lanes, {kc['events']:,} credits",
+                       len(kill["runs"]), sum(r["kills"] for r in kill["runs"]), "–",
+                       sum(r["duplicates"] for r in kill["runs"]), sum(r["lost"] for r in kill["runs"]),
+                       sum(r["order_violations"] for r in kill["runs"]),
+                       f"{sum(r['balances_exact'] for r in kill['runs'])} of {len(kill['runs'])}"])
+    if rebalance := load("rebalance-k-classic.json"):
+        rc = rebalance["config"]
+        faults.append([f"M2: a {rc['slow_seconds']:g} s stall every {rc['slow_every']}th event, {rc['lanes']} lanes",
+                       len(rebalance["runs"]), sum(r["stalls"] for r in rebalance["runs"]),
+                       sum(r["evictions"] for r in rebalance["runs"]),
+                       sum(r["duplicates"] for r in rebalance["runs"]), sum(r["lost"] for r in rebalance["runs"]),
+                       sum(r["order_violations"] for r in rebalance["runs"]),
+                       f"{sum(r['balances_exact'] for r in rebalance['runs'])} of {len(rebalance['runs'])}"])
+    if faults:
+        text += "\n" + markdown_table(["k under", "Runs", "Kills or stalls", "Evictions", "Duplicates", "Lost",
+                                        "Order violations", "Exact balances"], faults)
+        text += ("\n\nTotals over the runs; M1's and M2's other parameters as in their sections. From "
+                 "`results/kill-k.json` and `results/rebalance-k-classic.json`.\n")
+    return text
+
+
+def per_run(runs: list[dict], field: str) -> dict:
+    return results.stats(r[field] for r in runs)
+
+
+def runs_of(doc: dict, **fields) -> list[dict]:
+    return [r for r in doc["runs"] if all(r.get(k) == v for k, v in fields.items())]
+
+
+def claims_section() -> str:
+    """The post's claims, one row each: the post's figure, this lab's per run (as the post gives
+    it), and a verdict computed from the two. The full tables are in docs/results.md."""
+    post = need("post-figures.json")
+    kill = need("kill.json")
+    rows = []
+
+    def kill_row(claim, variant, field, holds):
+        mine, theirs = per_run(runs_of(kill, variant=variant), field), post["kill"]["variants"][variant][field]
+        rows.append([claim, f"{spread(theirs)} a run", f"{spread(mine)} a run", "holds" if holds(mine) else "differs"])
+
+    kill_row("Auto-commit (a1) duplicates after hard kills", "a1", "duplicates", lambda s: s["min"] > 0)
+    kill_row("Auto-commit in batches (a2) loses messages", "a2", "lost", lambda s: s["min"] > 0)
+    kill_row("Committing after the database (b) still duplicates on a kill", "b", "duplicates", lambda s: s["max"] > 0)
+    c = runs_of(kill, variant="c")
+    c_dup, c_lost = sum(r["duplicates"] for r in c), sum(r["lost"] for r in c)
+    rows.append(["The inbox (c): no duplicate, no loss in 100 kills", "0 duplicates, 0 lost in 100 kills",
+                 f"{c_dup:,} duplicates, {c_lost:,} lost in {sum(r['kills'] for r in c)} kills",
+                 "holds" if c_dup == c_lost == 0 else "differs"])
+
+    zombie, their_zombie = need("rebalance-b-classic.json"), post["rebalance"]["variants"]
+    z = zombie["summary"]["b"]["totals"]
+    rows.append(["A zombie doubles every stalled credit (b, classic protocol)",
+                 f"{their_zombie['b']['duplicates']} of {their_zombie['b']['evictions']} evictions",
+                 f"{z['duplicates']} of {z['evictions']} evictions", "holds" if z["duplicates"] == z["evictions"] else
+                 "differs"])
+    short, long = load("rebalance-b-consumer.json"), load("rebalance-b-consumer-stall20.json")
+    if short and long:
+        s, g = short["summary"]["b"]["totals"], long["summary"]["b"]["totals"]
+        rows.append(["KIP-848's consumer protocol does not change that (b)", "no change",
+                     f"{s['duplicates']} of {s['evictions']} with a {short['config']['slow_seconds']:g} s stall, "
+                     f"{g['duplicates']} of {g['evictions']} with {long['config']['slow_seconds']:g} s",
+                     "holds for long stalls only" if s["duplicates"] < s["evictions"] and g["duplicates"] ==
+                     g["evictions"] else "holds" if s["duplicates"] == s["evictions"] else "differs"])
+    inbox_zombie = need("rebalance-c-classic.json")["summary"]["c"]["totals"]
+    rows.append(["The inbox catches every zombie credit (c)",
+                 f"{their_zombie['c']['duplicates']} duplicates, {their_zombie['c']['skipped']} skipped",
+                 f"{inbox_zombie['duplicates']} duplicates, {inbox_zombie['skipped']} skipped",
+                 "holds" if inbox_zombie["duplicates"] == 0 else "differs"])
+
+    publish = load("publish.json")
+    if publish:
+        b, c = runs_of(publish, source="relay", variant="b"), runs_of(publish, source="relay", variant="c")
+        rows.append(["A relay that resends: a copy at a new offset, caught only by the event ID",
+                     "argued, not measured", f"b {spread(per_run(b, 'duplicates'))} duplicates a run, c "
+                     f"{per_run(c, 'duplicates')['max']}", "holds" if per_run(c, "duplicates")["max"] == 0 <
+                     per_run(b, "duplicates")["min"] else "differs"])
+    faults = load("faults.json")
+    if faults:
+        b, c = runs_of(faults, fault="share-lock", variant="b"), runs_of(faults, fault="share-lock", variant="c")
+        rows.append(["A lock timeout hands a record to a second member mid-handler (share group)",
+                     "argued, not measured", f"b {spread(per_run(b, 'duplicates'))} duplicates a run, c "
+                     f"{per_run(c, 'duplicates')['max']}", "holds" if per_run(c, "duplicates")["max"] == 0 <
+                     per_run(b, "duplicates")["min"] else "differs"])
+        cuts = [r for r in faults["runs"] if r["fault"].startswith("partition")]
+        cb, cc = [r for r in cuts if r["variant"] == "b"], [r for r in cuts if r["variant"] == "c"]
+        rows.append(["Network partitions", "could not be shown (one broker, one machine)",
+                     f"b {sum(r['duplicates'] for r in cb)} duplicates in {len(cb)} runs, c "
+                     f"{sum(r['duplicates'] + r['lost'] for r in cc)} duplicates or losses in {len(cc)}",
+                     "the inbox holds" if not any(r["duplicates"] or r["lost"] for r in cc) else "differs"])
+
+    throughput = need("throughput.json")["summary"]
+    theirs = post["throughput"]["variants"]
+    ratio = throughput["ratios"]["c/b"]
+    their_ratio = theirs["c"]["msgs_per_s"] / theirs["b"]["msgs_per_s"]
+    rows.append(["The inbox's cost: c's rate against b's", f"{their_ratio:.3f} (about 7% slower)",
+                 f"{ratio['median']:.3f} ({ratio['min']:.3f}–{ratio['max']:.3f})",
+                 f"holds: {1 - ratio['median']:.0%} slower here"])
+    storage = need("storage.json")["summary"]["size"]
+    layouts = post["storage"]["layouts"]
+    mine = [storage[k]["total_bytes_per_row"]["median"] for k in layouts if k in storage]
+    close = all(abs(storage[k]["total_bytes_per_row"]["median"] / layouts[k]["total_bytes_per_row"] - 1) < 0.05
+                for k in layouts if k in storage)
+    rows.append(["Bytes per remembered ID: text, uuid v4, uuidv7()",
+                 " / ".join(f"{p['total_bytes_per_row']}" for p in layouts.values()), " / ".join(map(str, mine)),
+                 "holds (within 5%)" if close else "differs"])
+    rows.append(["Retention deletes in batches of 10,000", "10,000, 10,000, 5,000, then 0",
+                 "the same, asserted by `tests/test_retention.py`", "holds (a test)"])
+    eos = load("eos.json")
+    if eos:
+        e, f = eos["summary"]["e kill"], eos["summary"]["f kill"]
+        rows.append(["Kafka's exactly-once stops at the database (its loop, crediting Postgres)",
+                     "argued, not measured",
+                     f"without the inbox {spread(e['duplicates'])} duplicates a run; with it "
+                     f"{f['duplicates']['max']}", "holds" if e["duplicates"]["min"] > 0 == f["duplicates"]["max"]
+                     else "differs"])
+    cluster = load("cluster.json")
+    if cluster and "pg-failover-stalled c async all" in cluster["summary"]:
+        a = cluster["summary"]["pg-failover-stalled c async all"]
+        s = cluster["summary"]["pg-failover-stalled c sync all"]
+        rows.append(["A Postgres failover (c): what the inbox remembers is what the standby had", "not covered",
+                     f"async standby: {a['totals']['lost'] / a['runs']:,.0f} lost a run; sync: "
+                     f"{s['totals']['lost'] / s['runs']:,.0f}", "new: the inbox cannot keep what the failover "
+                     "lost" if a["totals"]["lost"] else "new"])
+    return markdown_table(["The post's claim", "The post", "This lab, per run", "Verdict"], rows, text_columns=4) + "\n"
+
+
+def minutes_for(doc: dict | None, runs: int, **fields) -> str:
+    """About how long `runs` runs take, from a committed file's recorded run times."""
+    if doc is None:
+        return "–"
+    times = [r.get("duration_s") or r.get("wall_s") for r in runs_of(doc, **fields)]
+    times = [s for s in times if s]
+    if not times:
+        return "not recorded"
+    return f"~{statistics.median(times) * runs / 60:.0f} min"
+
+
+def try_section() -> str:
+    """The post's "Try it" commands, as typed there: what each writes, about how long it takes
+    here (from the committed runs), and where the committed figures are."""
+    kill, throughput = load("kill.json"), load("throughput.json")
+    variants = (throughput or {}).get("config", {}).get("variants", [])
+    per_round = None
+    if throughput:
+        rounds = [sum(r["wall_s"] for r in throughput["runs"] if r["run"] == n) for n in range(1, 6)]
+        per_round = f"~{statistics.median(rounds) * 5 / 60:.0f} min" if all(rounds) else "not recorded"
+    rows = [
+        ["`python measure_kill.py --variant c --runs 5`", "`results/local/kill-c.json`",
+         minutes_for(kill, 5, variant="c"), "M1, `results/kill.json`"],
+        ["`python measure_kill.py --variant a1 --runs 5` (a2, b alike)", "`results/local/kill-a1.json`",
+         minutes_for(kill, 5, variant="a1"), "M1, `results/kill.json`"],
+        ["`python measure_rebalance.py --variant b --runs 5`, then `--variant c`",
+         "`results/local/rebalance-b-classic.json`", minutes_for(load("rebalance-b-classic.json"), 5),
+         "M2, `results/rebalance-b-classic.json`"],
+        ["`python measure_throughput.py --runs 5`", "`results/local/throughput.json`",
+         f"{per_round} ({', '.join(variants)})" if per_round else "–", "M3, `results/throughput.json`"],
+        ["`python measure_storage.py --runs 5`", "`results/local/storage.json`",
+         minutes_for(load("storage.json"), 5 * 8), "M4, `results/storage.json`"],
+        ["`python -m pytest tests/test_retention.py -q`", "nothing", "seconds", "the test asserts the post's batches"],
+    ]
+    return markdown_table(["The post's command", "Writes", "About, here", "Committed figures"], rows,
+                          text_columns=4) + "\n"
+
+
+RECONNECT_COMMAND = ("python -m measurements.measure_faults --fault pg-restart --variant c,c-reconnect --runs 5 "
+                     "--out results/faults-reconnect.json")
+
+
+def reconnect_section() -> str:
+    """c, which stops on a lost database and is started again, beside c-reconnect, which keeps its
+    connection, under the same Postgres restarts in one invocation."""
+    doc = need("faults-reconnect.json", RECONNECT_COMMAND)
+    rows = []
+    for variant, how in (("c", "stops; its supervisor starts it again"), ("c-reconnect", "reconnects in place")):
+        mine = runs_of(doc, variant=variant)
+        if not mine:
+            continue
+        rows.append([f"{variant}: {how}", len(mine), sum(r["faults"] for r in mine),
+                     f"{sum(r['duplicates'] for r in mine):,}", f"{sum(r['lost'] for r in mine):,}",
+                     sum(r.get("restarted", 0) for r in mine), sum(r.get("reconnected", 0) for r in mine),
+                     spread(results.stats(r["resume_s"]["median"] for r in mine), 2),
+                     f"{sum(bool(r['balances_exact']) for r in mine)} of {len(mine)}"])
+    c = doc["config"]
+    return (markdown_table(["Variant", "Runs", "Restarts", "Duplicates", "Lost", "Started again", "Reconnected",
+                            "First credit after a restart (s)", "Exact balances"], rows) +
+            f"\n\n{c['events']:,} credits a run on {c['partitions']} partitions, {c['faults']} immediate-mode "
+            f"Postgres restarts {c['every_s']:g} s apart, handler sleep {c['work_ms']:g} ms; the variants "
+            f"interleaved run by run. `{RECONNECT_COMMAND}`; from `results/faults-reconnect.json`: "
+            f"{provenance(doc)}.\n")
+
+
+def findings_section() -> str:
+    """One row per measurement, fault and variant: what every results file says, from its runs."""
+    grouped = {}  # (measurement, fault, variant) -> runs, across the files a measurement wrote
+    for measurement, name, row_of in FINDINGS:
+        doc = load(name)
+        if doc is None:
+            continue
+        for run in doc["runs"]:
+            if run.get("duplicates") is None:  # raw: no effects to count
+                continue
+            grouped.setdefault((measurement, *row_of(run, doc["config"])), []).append(run)
+    rows = [[measurement, fault, variant, len(mine), f"{sum(r['duplicates'] for r in mine):,}",
+             f"{sum(r['lost'] for r in mine):,}", f"{sum(bool(r['balances_exact']) for r in mine)} of {len(mine)}"]
+            for (measurement, fault, variant), mine in grouped.items()]
+    return markdown_table(["Measurement", "Fault", "Variant", "Runs", "Duplicates", "Lost", "Exact balances"], rows,
+                          text_columns=3) + "\n"
+
+
+def results_index_section() -> str:
+    """Every results file, what wrote it, how many runs it holds and what it ran on."""
+    rows = []
+    for path in sorted(RESULTS.glob("*.json")):
+        doc = json.loads(path.read_text())
+        if "harness" not in doc:
+            continue  # post-figures.json: the post's numbers, quoted
+        rows.append([f"`results/{path.name}`", f"`{doc['harness']}.py`", len(doc["runs"]), provenance(doc)])
+    return markdown_table(["File", "Harness", "Runs", "Machine and versions"], rows, text_columns=2,
+                          last_is_text=True) + "\n"
+
+
+SECTIONS = {"claims": claims_section, "try": try_section, "reconnect": reconnect_section, "kill": kill_section,
+            "throughput": throughput_section,
+            "ratios": ratio_section,
+            "batch": batch_section, "rebalance": rebalance_section, "storage": storage_section,
+            "layouts": layouts_section, "sizing": sizing_section, "external": external_section,
+            "faults": faults_section, "race": race_section, "findings": findings_section,
+            "results-index": results_index_section, "parallel": parallel_section, "eos": eos_section,
+            "publish": publish_section, "cluster": cluster_section, "offsets": offsets_section,
+            "pipelined": pipelined_section, "latency": latency_section, "growth": growth_section,
+            "consumers": consumers_section}
+DOCUMENTS = [README, *sorted((ROOT / "docs").glob("*.md"))]  # every file that may hold report markers
+
+
+def made(make) -> str:
+    try:
+        return make()
+    except Missing as missing:
+        return str(missing)
+
+
+def render(text: str) -> str:
+    for name, make in SECTIONS.items():
+        pattern = re.compile(rf"(<!-- report:{name} -->\n).*?(<!-- /report:{name} -->)", re.S)
+        text = pattern.sub(lambda m, make=make: m.group(1) + made(make) + m.group(2), text)
+    return text
+
+
+def main(argv=None) -> int:
+    parser = cli.Parser(description="Rewrite README.md's and docs/'s results tables from results/.")
+    parser.add_argument("--check", action="store_true", help="only check that they are up to date")
+    args = parser.parse_args(argv)
+    stale = [] if not args.check else charts.stale()
+    for document in DOCUMENTS:
+        current = document.read_text()
+        fresh = render(current)
+        if fresh == current:
+            continue
+        if args.check:
+            stale.append(str(document.relative_to(ROOT)))
+        else:
+            document.write_text(fresh)
+    if args.check:
+        if stale:
+            print(f"report.py: {', '.join(stale)} out of date with results/; run `python -m lab.report`",
+                  file=sys.stderr)
+            return 1
+        print("README.md, docs/ and the charts match results/")
+        return 0
+    drawn = [str(out.relative_to(ROOT)) for out in charts.build()]
+    print(f"README.md and docs/ rewritten{', charts: ' + ', '.join(drawn) if drawn else ''}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,162 @@
+"""M6: the faults the post could not show, counted like M1.
+
+Claim: the inbox (c, and the batched d) keeps every credit exactly once through
+database restarts, broker restarts and network partitions; without it (b),
+each fault that separates a write from its offset commit costs a duplicate.
+
+Faults, one kind per run, each bounded in time and always healed (nemesis.py):
+
+    pg-restart        PostgreSQL stopped in immediate mode and started again,
+                      --faults times; the consumer reconnects (consume.Database)
+    broker-restart    the Kafka broker SIGKILLed and started again, --faults times
+    partition-broker  two consumers; the first lives in a network namespace
+                      (netlab.py) whose link to the broker is cut for
+                      --outage-s, longer than the session timeout, while it can
+                      still reach Postgres: the group evicts it and the other
+                      consumer takes its partitions, a zombie of a new kind
+    partition-db      the same, but the link to Postgres is cut while Kafka
+                      stays reachable, for longer than max.poll.interval.ms
+    share-lock        two members of a share group (KIP-932) whose record lock
+                      is --lock-ms; every --slow-every-th event's first handling
+                      outlives the lock, so the broker hands the record (and the
+                      rest of the batch acquired with it) to the other member
+
+Workload: `--events` credits on 6 partitions, published up front, handler
+sleep `--work-ms`. Recovery: the consumers run on until every event is
+applied, the lag is 0 and the ledger is still, under a deadline. Checker:
+checker.check, plus the workers' logs (skips, reconnects, failed commits).
+
+Assumptions: the embedded stack (stack.py) is up, since the restarts go
+through it; root, for the namespaces; nothing else measures meanwhile.
+
+    python -m measurements.measure_faults --fault pg-restart --variant c --runs 5
+"""
+import sys
+import time
+
+from lab import checker, cli, harness, nemesis, results
+
+FAULTS = (*nemesis.FAULTS, "share-lock")
+# c-reconnect: c's loop keeping its connection through a restart (lab/worker.py), beside c,
+# which stops on a lost database and is started again: README, "Reconnect or exit".
+VARIANTS = ("b", "c", "d", "c-reconnect")
+
+
+def run_once(fault: str, variant: str, run: int, config: dict) -> dict:
+    share = fault == "share-lock"  # the fault is the handler itself, outliving the broker's record lock
+    # share-lock's settings (slow_every among them) are in the config too, but not for the other faults' workers
+    client = {key: config[key] for key in ("work_ms", "session_timeout_ms", "max_poll_interval_ms", "batch")}
+    # in_handler (the tests): a partition's cut lands while the cut-off consumer (it alone stalls,
+    # on every in_handler-th event, for in_handler_s) is inside a handler
+    in_handler = bool(config.get("in_handler")) and fault.startswith("partition")
+    stalling = harness.worker_args(variant, {"slow_every": config["in_handler"],
+                                             "slow_seconds": config["in_handler_s"]}) if in_handler else ()
+    args = harness.worker_args(variant, {**client, "heartbeat_interval_ms": config["session_timeout_ms"] // 3})
+    events = harness.make_events(config["events"], prefix=f"r{run}", seed=config["seed"] + run)
+    started, began = time.monotonic(), time.time()
+    with harness.run_space("m6", f"{fault}-{variant}-r{run}", config["partitions"]) as space:
+        ns, fault_log, workers = None, [], []
+        try:
+            if share:
+                workers = nemesis.share_lock_members(space, variant, run, config, events)
+                slow_s = config["lock_ms"] / 1000 + config["overrun_s"]
+                # a share group has no lag to read: settle on the ledger alone
+                settle = {"deadline_s": 300.0 + nemesis.stall_count(config["events"], config["slow_every"]) * slow_s}
+            else:
+                harness.produce_events(space.topic, events)
+                # a partition needs two consumers: one in a namespace of its own, whose link is cut
+                ns = nemesis.isolated() if fault.startswith("partition") else None
+                workers = harness.start_workers(variant, space, f"faults-{fault}-{variant}-r{run}", args,
+                                                2 if ns else 1, prefixes=(ns.prefix,) if ns else (),
+                                                extra=(stalling,))
+                for worker in workers:
+                    if not worker.wait_first_effect(120):
+                        raise RuntimeError(f"a worker applied nothing:\n{worker.log_tail()}")
+                fault_log = nemesis.fault_schedule(fault, space, ns, config, f"{fault} {variant} run {run}",
+                                                   in_handler=workers[0] if in_handler else None)
+                settle = {"deadline_s": 600.0, "group": space.group, "topic": space.topic}
+            settle_s = harness.settle(workers, space.admin, config["events"], **settle)
+        finally:
+            for worker in workers:
+                worker.stop()
+            if ns is not None:
+                ns.close()
+        counts, _ = checker.tally(workers)
+        verdict = harness.verdict_of(events, space.admin)
+        credits = harness.credit_times(space.admin)
+    # what M6's chart draws: the faults' windows (for share-lock, each stall until its handler woke)
+    stalls = checker.stall_windows(harness.timeline_of(w.log_path for w in workers)) if share else []
+    windows = [f["window"] for f in fault_log] or stalls
+    return {"variant": variant, "fault": fault, "run": run, "events": config["events"],
+            "faults": counts.get("stalls", 0) if share else len(fault_log), **verdict,
+            "skipped": counts.get("skipped", 0), "evictions": 0 if share else counts.get("evictions", 0),
+            "restarted": counts.get("restarted", 0), "reconnected": counts.get("reconnected", 0),
+            "commit_failed": checker.failures(counts, "ack_failed" if share else "commit_failed"),
+            "resume_s": results.stats(f["resume_s"] for f in fault_log) if fault_log else None,
+            "settle_s": settle_s, "wall_s": round(time.monotonic() - started, 1), "fault_log": fault_log,
+            "timeline": checker.credit_timeline(credits, windows, began)}
+
+
+def summarise(runs: list[dict]) -> dict:
+    groups = [(f, v) for f in FAULTS for v in VARIANTS]
+    summary = results.summarise_runs(
+        runs, groups, key=lambda r: (r["fault"], r["variant"]), totals=("faults", "duplicates", "lost", "skipped"),
+        # share-lock has no outage to resume from: the handler itself is the fault
+        extra=lambda mine: {"fault": mine[0]["fault"], "variant": mine[0]["variant"], "resume_s": results.stats(
+            r["resume_s"]["median"] for r in mine) if mine[0]["resume_s"] else None})
+    return {f"{fault}/{variant}": entry for (fault, variant), entry in summary.items()}
+
+
+def table(summary: dict) -> str:
+    return results.text_table(
+        ["fault", "variant", "runs", "faults", "duplicates", "lost", "skipped", "resume s (median)"],
+        [[s["fault"], s["variant"], s["runs"], *(s["totals"][f] for f in ("faults", "duplicates", "lost", "skipped")),
+          f"{s['resume_s']['median']:.1f}" if s["resume_s"] else "-"] for s in summary.values()])
+
+
+def verdict_line(r: dict) -> str:
+    return (f"{r['fault']} {r['variant']} run {r['run']}: {r['duplicates']} duplicates, {r['lost']} lost, "
+            f"{r['skipped']} skipped over {r['faults']} faults")
+
+
+def parse_args(argv=None):
+    parser = cli.measurement("M6: restarts and partitions, counted like M1.", str(results.RESULTS / "faults.json"),
+                             events=3000, work_ms=10)
+    parser.add_argument("--fault", required=True, choices=FAULTS)
+    parser.add_argument("--variant", required=True, type=cli.names_of(VARIANTS),
+                        help=f"one or more of {','.join(VARIANTS)}, run side by side")
+    parser.add_argument("--faults", type=int, default=3, help="faults per run")
+    parser.add_argument("--every-s", type=float, default=5, help="seconds between faults")
+    parser.add_argument("--outage-s", type=float, default=12, help="partitions: how long a link stays cut")
+    parser.add_argument("--session-timeout-ms", type=int, default=6000)
+    parser.add_argument("--max-poll-interval-ms", type=int, default=10000)
+    parser.add_argument("--batch", type=int, default=100, help="d only")
+    parser.add_argument("--lock-ms", type=int, default=3000, help="share-lock: the group's record lock")
+    parser.add_argument("--overrun-s", type=float, default=3, help="share-lock: how long a stall outlives the lock")
+    parser.add_argument("--slow-every", type=int, default=500, help="share-lock: every N-th event stalls once")
+    parser.add_argument("--max-poll-records", type=int, default=1, help="share-lock: 0 keeps librdkafka's default")
+    parser.add_argument("--producer-batching", action="store_true",
+                        help="share-lock: publish with the producer's usual batching (default: one record a batch)")
+    args = parser.parse_args(argv)
+    cli.at_least(parser, args, 1, "runs", "events", "partitions", "faults")
+    if args.fault.startswith("partition") and args.outage_s * 1000 <= args.session_timeout_ms:
+        parser.error("--outage-s must outlast the session timeout, or nobody is evicted")
+    if args.fault == "share-lock" and not set(args.variant) <= {"b", "c"}:
+        parser.error("share-lock runs b and c: there is no batched share-group consumer")
+    if args.fault == "share-lock" and (args.lock_ms < 1000 or args.slow_every < 1 or args.overrun_s <= 0):
+        parser.error("share-lock needs --lock-ms >= 1000 (the broker's minimum), --slow-every >= 1, --overrun-s > 0")
+    return args
+
+
+
+def main(args) -> int:
+    # share-lock's settings are in every config, so that one results file can hold every fault
+    config = results.config_of(args, "fault", "variant", "out", "force", "producer_batching",
+                               one_record_batches=not args.producer_batching)
+    results.drive("measure_faults", args.out, config, [{"fault": args.fault, "variant": v} for v in args.variant],
+                  run_once, summarise, table, verdict_line, args.force, rotate=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(parse_args()))

@@ -1,0 +1,127 @@
+"""What batching costs in latency: from a credit's publication to its ledger row, at a fixed
+offered load, per variant.
+
+Claim: at a load every variant keeps up with, c's latency is one transaction and one
+offset commit; d and p trade latency for throughput, since a credit waits for the rest of
+its batch to be read and for the batch's statement; at a load c cannot sustain, its
+latency grows for as long as the load lasts, while d's and p's stay flat.
+
+Workload: one warm-up credit in each partition, all applied before anything is timed: the
+group has joined, the connections are open, and the consumer holds a position in every
+partition; then a publisher (worker.py --variant publisher, which waits for its producer
+ID before its first send: lab.publishing.ready_producer) sends `--seconds` worth of credits at
+each `--rate`, paced, while one consumer of the variant reads them.
+Measure: per credit, the ledger row's clock_timestamp() (written inside its transaction, a
+moment before the commit) minus the record's CreateTime (stamped by the producer client
+when the publisher handed it the record); p50, p99 and the largest, in ms. Both clocks are
+this machine's. The variants and rates are interleaved run by run in one invocation.
+Checker: every credit applied once (checker.check, through the harness's verdict).
+
+Assumptions: the stack is up and nothing else measures on it (a lock enforces it).
+
+    python -m measurements.measure_latency --variants c,d,p --rates 200,500,5000 --runs 5
+"""
+import json
+import sys
+import time
+
+from lab import cli, harness, results
+
+VARIANTS = ("b", "c", "d", "k", "o", "p")
+
+
+def percentile(sorted_values: list[float], q: float) -> float:
+    return sorted_values[min(len(sorted_values) - 1, int(q * len(sorted_values)))]
+
+
+def run_once(variant: str, rate: float, run: int, config: dict) -> dict:
+    name = f"{variant}-{rate:g}-r{run}"
+    started = time.monotonic()
+    count = int(rate * config["seconds"])
+    partitions = config["partitions"]
+    every = harness.make_events(count + partitions, prefix=f"r{run}", seed=config["seed"] + run)
+    warm, events = every[:partitions], every[partitions:]
+    log_dir = harness.log_dir()
+    events_file, journal = log_dir / f"latency-{name}.events", log_dir / f"latency-{name}.acked"
+    journal.unlink(missing_ok=True)
+    events_file.write_text("".join(json.dumps(pair) + "\n" for pair in events))
+    with harness.run_space("latency", name, config["partitions"]) as space:
+        consumer = harness.Worker(variant, space.topic, space.group, space.dsn, log_dir / f"latency-{name}.log",
+                                  harness.worker_args(variant, config))
+        publisher = None
+        try:
+            harness.produce_events(space.topic, warm, partitions=range(partitions))
+            harness.wait_until(lambda: harness.ledger_count(space.admin) >= partitions, 120,
+                               f"{variant} to apply its {partitions} warm-up credits")
+            publisher = harness.Worker("publisher", space.topic, space.group, space.dsn,
+                                       log_dir / f"latency-{name}-publisher.log",
+                                       ("--events-file", events_file, "--journal", journal, "--rate", rate))
+            # Generous: a variant that cannot keep up drains its backlog at its own pace.
+            harness.wait_until(lambda: harness.ledger_count(space.admin) >= count + partitions, max(300.0, count / 50),
+                               f"{variant} to apply {count} credits sent at {rate:g} a second", interval_s=0.5)
+        finally:
+            for worker in (publisher, consumer):
+                if worker is not None:
+                    worker.stop()
+        created = dict(harness.record_times(space.topic))
+        applied = dict(harness.credit_times(space.admin))
+        verdict = harness.verdict_of(every, space.admin)
+    latencies = sorted((applied[eid] - created[eid]) * 1000 for eid, _ in events if eid in applied)
+    stamps = sorted(created[eid] for eid, _ in events)
+    offered = (len(stamps) - 1) / (stamps[-1] - stamps[0]) if stamps[-1] > stamps[0] else None
+    return {"variant": variant, "rate": rate, "run": run, "events": count,
+            "offered_per_s": round(offered, 1) if offered else None,
+            "p50_ms": round(percentile(latencies, 0.5), 2), "p99_ms": round(percentile(latencies, 0.99), 2),
+            "max_ms": round(latencies[-1], 2), "duplicates": verdict["duplicates"], "lost": verdict["lost"],
+            "balances_exact": verdict["balances_exact"], "wall_s": round(time.monotonic() - started, 1)}
+
+
+def key(r: dict) -> str:
+    return f"{r['variant']}@{r['rate']:g}/s"
+
+
+def summarise(runs: list[dict]) -> dict:
+    names = list(dict.fromkeys(key(r) for r in runs))
+    return results.summarise_runs(runs, names, key=key, totals=("duplicates", "lost"),
+                                  spreads=("p50_ms", "p99_ms", "max_ms", "offered_per_s"))
+
+
+def table(summary: dict) -> str:
+    return results.text_table(
+        ["variant@rate", "runs", "p50 ms", "p99 ms", "max ms", "offered/s", "duplicates", "lost"],
+        [[name, s["runs"], f"{s['p50_ms']['median']:g}", f"{s['p99_ms']['median']:g}", f"{s['max_ms']['median']:g}",
+          f"{s['offered_per_s']['median']:g}", s["totals"]["duplicates"], s["totals"]["lost"]]
+         for name, s in summary.items()], note="medians over runs of each run's percentile")
+
+
+def verdict_line(r: dict) -> str:
+    return (f"{r['variant']} at {r['rate']:g}/s run {r['run']}: p50 {r['p50_ms']:g} ms, p99 {r['p99_ms']:g} ms, "
+            f"max {r['max_ms']:g} ms (offered {r['offered_per_s']}/s), {r['duplicates']} duplicates, "
+            f"{r['lost']} lost")
+
+
+def parse_args(argv=None):
+    parser = cli.measurement("Latency from publication to the ledger row, at fixed offered loads.",
+                             str(results.RESULTS / "latency.json"))
+    parser.add_argument("--variants", type=cli.names_of(VARIANTS), default=["c", "d", "p"])
+    parser.add_argument("--rates", type=cli.sizes, default=[200, 500, 5000], metavar="N,N,...",
+                        help="credits a second the publisher offers")
+    parser.add_argument("--seconds", type=float, default=5.0, help="how long each rate is offered")
+    parser.add_argument("--batch", type=int, default=500, help="d and p: messages per batch")
+    args = parser.parse_args(argv)
+    cli.at_least(parser, args, 1, "runs", "partitions", "batch")
+    if args.seconds <= 0:
+        parser.error("--seconds must be positive")
+    return args
+
+
+def main(args) -> int:
+    config = results.config_of(args, "out", "force")
+    plan = [{"variant": v, "rate": float(r)} for r in args.rates for v in args.variants]
+    results.drive("measure_latency", args.out, config, plan, run_once, summarise, table, verdict_line, args.force,
+                  rotate=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(parse_args()))

@@ -1,0 +1,72 @@
+"""Where the batched inbox's time goes: run_batched under cProfile, in this process.
+
+Claim: once the per-message transaction and commit are gone, the loop's time is
+mostly the database doing the set-based work, then decoding each message in
+Python; the client's own read is a small share. Prints the top functions by
+own time, and writes them to --out.
+
+Assumptions: the stack is up; a scratch schema and topic are made and dropped.
+
+    python -m measurements.profile_d --events 50000 --batch 500
+"""
+import cProfile
+import io
+import pstats
+import sys
+import threading
+import time
+import uuid
+from pathlib import Path
+
+from lab import cli, harness
+from lab.settings import ADMIN_DSN
+from variants import consume_batched
+
+
+def main(args) -> int:
+    schema = harness.unique("prof")
+    dsn = harness.create_schema(schema)
+    topic = harness.create_topic(f"prof.{uuid.uuid4().hex[:8]}", 6)
+    try:
+        harness.produce_events(topic, harness.make_events(args.events, "p"))
+        stop = threading.Event()
+
+        def stop_when_done():
+            owner = harness.scoped_dsn(schema, ADMIN_DSN)  # a consumer may not read its ledger
+            harness.wait_until(lambda: harness.ledger_count(owner) >= args.events, 600, "every credit applied", 0.2)
+            stop.set()
+
+        threading.Thread(target=stop_when_done, daemon=True).start()
+        profile = cProfile.Profile()
+        started = time.monotonic()
+        profile.enable()
+        consume_batched.run_batched(topic, harness.unique("prof"), dsn=dsn, stop=stop, batch=args.batch)
+        profile.disable()
+        wall = time.monotonic() - started
+    finally:
+        harness.drop_schema(schema)
+        harness.delete_topics(topic, topic + ".dlq")
+    text = io.StringIO()
+    text.write(f"# python -m measurements.profile_d --events {args.events} --batch {args.batch}: "
+               f"{wall:.1f} s wall under cProfile\n")
+    pstats.Stats(profile, stream=text).sort_stats("tottime").print_stats(args.top)
+    print(text.getvalue())
+    if args.out:
+        Path(args.out).write_text(text.getvalue())
+    return 0
+
+
+def parse_args(argv=None):
+    parser = cli.Parser(description="Profile the batched inbox loop (variant d).")
+    parser.add_argument("--events", type=int, default=50000)
+    parser.add_argument("--batch", type=int, default=500)
+    parser.add_argument("--top", type=int, default=20)
+    parser.add_argument("--out", help="also write the profile here, e.g. results/profile-d.txt")
+    args = parser.parse_args(argv)
+    if args.events < 1 or args.batch < 1:
+        parser.error("--events and --batch must be at least 1")
+    return args
+
+
+if __name__ == "__main__":
+    sys.exit(main(parse_args()))

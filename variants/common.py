@@ -1,0 +1,162 @@
+"""What the consumers beyond the post share, and consume.py leaves out to stay the post's listing.
+
+- `Database`: a connection that reconnects after a lost server and runs a transaction again
+  after a deadlock or a serialization failure. The batched variants (d, p, k, o, e/f) keep
+  their connection through a Postgres restart with it. consume.py does not: it stops on a
+  lost database and its supervisor starts it again (lab/worker.py, or systemd), which is as
+  safe, since no offset moves before its transaction commits (README, "Reconnect or exit").
+- `consuming`: the consumer, dead-letter producer and Database a variant's loop needs, with
+  its rebalances logged (PARTITIONS_LOG) so the lab can tell a zombie from the new owner.
+- `Parser`: argparse that reports a bad flag in one line.
+- `role_dsn`: a role's DSN on CONSUMER_DSN's server, so one variable moves them all.
+
+Imports run one way: this module imports only the post's files.
+"""
+import argparse
+import contextlib
+import logging
+import os
+import random
+import sys
+import time
+
+import psycopg
+from confluent_kafka import Consumer
+from psycopg.conninfo import make_conninfo
+
+from consume import DSN, consumer_config, dead_letter_topic
+from publish import ensure_topic, make_producer
+
+log = logging.getLogger("consume")  # the lab reads one logger's lines, whichever loop prints them
+
+# The lines the lab counts, printed here and nowhere else (lab/harness.py parses them).
+PARTITIONS_LOG = "partitions %s: %s"  # assigned, revoked or lost: who owns what, when
+RETRIED_LOG = "transaction retried after %s (attempt %d of %d)"
+RECONNECTED_LOG = "database reconnected after %.1fs"
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse, with a bad flag reported in one line that says what is wrong."""
+
+    def error(self, message):
+        print(f"{self.prog}: {message} (see --help)", file=sys.stderr)
+        sys.exit(2)
+
+
+def at_least(parser: argparse.ArgumentParser, args, least: int, *names: str) -> None:
+    """One line naming the first of `names` below `least`."""
+    for name in names:
+        if getattr(args, name) < least:
+            parser.error(f"--{name.replace('_', '-')} must be at least {least}")
+
+
+def role_dsn(role: str, variable: str) -> str:
+    """$variable, or CONSUMER_DSN's server and database as `role` (whose password is its name)."""
+    return os.environ.get(variable) or make_conninfo(DSN, user=role, password=role)
+
+
+# Errors after which the server has rolled the whole transaction back, committed nothing and
+# moved no offset: running the same work again is safe, and usually succeeds.
+ROLLED_BACK = {psycopg.errors.DeadlockDetected: "deadlock",
+               psycopg.errors.SerializationFailure: "serialization failure"}
+
+
+class Database:
+    """A consumer's connection, which outlives a database restart and a deadlock.
+
+    `run(work, *args)` calls work(conn, *args), where work is one transaction (and
+    whatever it does once that has committed). Two kinds of failure are retried:
+    - the server rolled the transaction back for a deadlock or a serialization
+      failure: nothing committed, so work runs again, at most `retries` times,
+      after a jittered backoff (so the two parties of a deadlock do not meet again);
+    - the connection broke: the transaction in hand was rolled back by the server
+      (or, if the break came during COMMIT, may have committed: the inbox row tells
+      on the retry), so no offset has moved; it reconnects with a bounded backoff
+      and calls work again with the same message. After `give_up_s` without a
+      connection it raises.
+    Any other error on a live connection is raised: the consumer stops without
+    committing anything it has not applied.
+    """
+
+    def __init__(self, dsn: str, give_up_s: float = 120.0, retries: int = 10):
+        self.dsn, self.give_up_s, self.retries = dsn, give_up_s, retries
+        self.conn = psycopg.connect(dsn, autocommit=True)
+        # Called after a reconnect, before the work runs again; it may raise to abandon the work
+        # (consume_offsets.py re-reads its offsets from whatever server it reached).
+        self.on_reconnect = None
+
+    def run(self, work, *args):
+        rolled_back = 0
+        for _ in range(1000):  # each pass is a fresh connection; the deadline ends it long before this
+            try:
+                return work(self.conn, *args)
+            except psycopg.OperationalError as e:
+                if not self.conn.closed and not self.conn.broken:
+                    cause = ROLLED_BACK.get(type(e))
+                    if cause is None or rolled_back >= self.retries:
+                        raise  # a real error on a live connection is not ours to hide
+                    rolled_back += 1
+                    log.warning(RETRIED_LOG, cause, rolled_back, self.retries)
+                    time.sleep(random.uniform(0, min(0.01 * 2 ** rolled_back, 1.0)))
+                    continue
+                log.warning("database connection lost (%s); reconnecting", str(e).strip().splitlines()[0])
+                self.reconnect()
+                if self.on_reconnect is not None:
+                    self.on_reconnect()
+        raise RuntimeError("gave up after 1000 reconnections")
+
+    def reconnect(self) -> None:
+        started = time.monotonic()
+        delay, last_error = 0.1, None
+        while time.monotonic() - started < self.give_up_s:
+            try:
+                self.conn = psycopg.connect(self.dsn, autocommit=True, connect_timeout=5)
+                log.warning(RECONNECTED_LOG, time.monotonic() - started)
+                return
+            except psycopg.OperationalError as e:
+                last_error = e
+                time.sleep(delay)
+                delay = min(delay * 2, 5.0)  # backoff, capped: a restart usually takes seconds
+        raise RuntimeError(f"database unreachable for {self.give_up_s:g}s: {last_error}")
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+def log_partitions(what: str, then=None):
+    """A rebalance callback that logs who owns what, then calls `then` (consumer, partitions)."""
+    def callback(consumer, partitions):
+        log.info(PARTITIONS_LOG, what, ",".join(str(p.partition) for p in partitions) or "none")
+        if then is not None:
+            then(consumer, partitions)
+    return callback
+
+
+def partition_logging() -> dict:
+    """consume.run's `rebalance_callbacks` that log every assignment, revocation and loss."""
+    return {"on_assign": log_partitions("assigned"), "on_revoke": log_partitions("revoked"),
+            "on_lost": log_partitions("lost")}
+
+
+@contextlib.contextmanager
+def consuming(topic: str, group: str, dsn: str, overrides: dict, on_revoke=None, on_lost=None, on_assign=None):
+    """The consumer, the dead-letter producer and the Database a variant's loop needs.
+    `on_assign`, `on_revoke`, `on_lost`: what else to do when partitions come or go (after the log line).
+
+    The consumer is closed on the way out (a clean exit leaves the group at once);
+    a SIGKILL skips this, as it skips everything.
+    """
+    ensure_topic(dead_letter_topic(topic))
+    consumer = Consumer(consumer_config(group, **overrides))
+    dead_letters = make_producer()
+    consumer.subscribe([topic], on_assign=log_partitions("assigned", on_assign),
+                       on_revoke=log_partitions("revoked", on_revoke),
+                       on_lost=log_partitions("lost", on_lost))
+    db = None
+    try:
+        db = Database(dsn)
+        yield consumer, dead_letters, db
+    finally:
+        if db is not None:
+            db.close()
+        consumer.close()

@@ -1,0 +1,159 @@
+"""Variant o: the offset rides in the inbox transaction, so a database that forgets is re-read, not lost.
+
+Claim: c is exactly as durable as the commit its inbox row rides in, and its
+Kafka offset is not in that commit. A failover to a standby that had not yet
+received the last commits forgets those credits, while Kafka still holds the
+offsets committed after them: nobody will ever deliver them again. o stores the
+next offset of each partition in `consumer_offsets`, in the same transaction as
+the inbox row and the credit (Kafka's "storing offsets outside Kafka"). A
+database that forgets a tail of transactions forgets their offsets with them;
+o seeks to what the database holds and reads that tail again, and the inbox
+skips whatever of it survived.
+
+When it reads the database's offsets and seeks there:
+    on every assignment (a partition with no row starts at the topic's beginning);
+    after every reconnect, before anything else: the server it reached (perhaps a
+    promoted standby) may hold less than the one it lost, and whatever had been
+    fetched is dropped.
+Kafka's committed offset is still written after each transaction, and the
+database's offsets again after each seek, for lag monitoring and tools; it is
+never read.
+
+The cost: one more row written in every transaction, and a seek on every
+assignment and reconnect.
+
+Assumptions: consume.py's; schema.sql's consumer_offsets, with grants.sql's grants.
+
+    python -m variants.consume_offsets               # consumer.deposits as group wallet-credits-o
+"""
+import logging
+import threading
+
+import psycopg
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Message, TopicPartition
+
+from consume import (
+    COMMIT_FAILED_LOG,
+    CONSUMER_NAME,
+    DSN,
+    commit_offset,
+    credit_account,
+    handle_once,
+    process,
+)
+from publish import DEMO_TOPIC
+from variants import common
+from variants.common import consuming
+
+log = logging.getLogger("consume")  # consume.py's logger: one stream for a harness to read
+RESEEKED_LOG = "re-read the database's offsets after %s: %s"  # why, and partition=offset pairs
+
+
+class Reseeked(Exception):
+    """The database connection was new: the message in hand is dropped, the consumer re-seeked."""
+
+
+def record_offset(conn: psycopg.Connection, msg: Message, consumer: str = CONSUMER_NAME) -> None:
+    """Inside the message's transaction: the partition's next offset is the one after it."""
+    conn.execute(
+        "INSERT INTO consumer_offsets (consumer, topic, partition, next_offset) VALUES (%s, %s, %s, %s) "
+        "ON CONFLICT (consumer, topic, partition) DO UPDATE SET next_offset = EXCLUDED.next_offset",
+        (consumer, msg.topic(), msg.partition(), msg.offset() + 1))
+
+
+def stored_offsets(conn: psycopg.Connection, partitions: list[TopicPartition],
+                   consumer: str = CONSUMER_NAME) -> list[TopicPartition]:
+    """Each partition at the database's next offset; at the topic's beginning if it has none."""
+    rows = dict(((topic, partition), offset) for topic, partition, offset in conn.execute(
+        "SELECT topic, partition, next_offset FROM consumer_offsets WHERE consumer = %s AND topic = ANY(%s)",
+        (consumer, sorted({tp.topic for tp in partitions}))))
+    return [TopicPartition(tp.topic, tp.partition, rows.get((tp.topic, tp.partition), OFFSET_BEGINNING))
+            for tp in partitions]
+
+
+def tell_kafka(consumer: Consumer, offsets: list[TopicPartition]) -> None:
+    """Commit the database's offsets to Kafka too, so that its lag tells the truth. Without this
+    a partition whose last message was handled, but whose Kafka commit failed (an eviction),
+    shows a lag of one for ever: the next owner starts past that message and commits nothing."""
+    known = [tp for tp in offsets if tp.offset >= 0]
+    if known:
+        try:
+            consumer.commit(offsets=known, asynchronous=False)
+        except KafkaException as e:
+            log.warning(COMMIT_FAILED_LOG, e.args[0].name())
+
+
+def process_and_record(conn: psycopg.Connection, msg: Message, dead_letters, handle, apply) -> str:
+    """consume.process and the offset, in one transaction: handle_once's own transaction
+    becomes a savepoint inside it. A skip and a dead letter move the offset too."""
+    with conn.transaction():
+        outcome = process(conn, msg, dead_letters, handle, apply)
+        record_offset(conn, msg)
+    return outcome
+
+
+def describe(offsets: list[TopicPartition]) -> str:
+    return ",".join(f"{tp.partition}={'beginning' if tp.offset < 0 else tp.offset}" for tp in offsets) or "none"
+
+
+def run_with_offsets(topic: str, group: str, apply=credit_account, *, handle=None, dsn: str = DSN,
+                     stop: threading.Event | None = None, after_db_commit=None, **overrides) -> None:
+    """consume.run, with the offsets kept in the inbox transaction and read from the database."""
+    handle = handle or handle_once
+    holder = {}
+
+    def seek_on_assign(consumer: Consumer, partitions):
+        # On assignment the database says where each partition starts, not Kafka.
+        for _ in range(3):
+            try:
+                start = holder["db"].run(lambda conn: stored_offsets(conn, partitions))
+                break
+            except Reseeked:  # the read reconnected (and re-seeked the old assignment): read again
+                continue
+        else:
+            raise RuntimeError("the database kept reconnecting while partitions were assigned")
+        log.info(RESEEKED_LOG, "assignment", describe(start))
+        consumer.assign(start)
+        tell_kafka(consumer, start)
+
+    with consuming(topic, group, dsn, overrides, on_assign=seek_on_assign) as (consumer, dead_letters, db):
+        holder["db"] = db
+
+        def reseek():
+            # A new connection: the server may have forgotten transactions the old one confirmed.
+            assigned = consumer.assignment()
+            offsets = stored_offsets(db.conn, assigned) if assigned else []
+            for tp in offsets:
+                consumer.seek(tp)
+            log.warning(RESEEKED_LOG, "a reconnect", describe(offsets))
+            tell_kafka(consumer, offsets)
+            raise Reseeked()
+
+        db.on_reconnect = reseek
+        while stop is None or not stop.is_set():
+            msg = consumer.poll(0.5)
+            if msg is None:
+                continue
+            if msg.error():
+                log.warning("consumer error: %s", msg.error())
+                continue
+            try:
+                outcome = db.run(process_and_record, msg, dead_letters, handle, apply)
+            except Reseeked:
+                continue  # the message in hand is read again from where the database says, or not at all
+            if after_db_commit is not None:
+                after_db_commit(msg, outcome)
+            commit_offset(consumer, msg)  # for lag and tools; never read back
+
+
+def main() -> None:
+    parser = common.Parser(description="Consume credits through the inbox, the offsets kept beside it.")
+    parser.add_argument("--topic", default=DEMO_TOPIC)
+    parser.add_argument("--group", default=CONSUMER_NAME + "-o")
+    args = parser.parse_args()
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    run_with_offsets(args.topic, args.group)
+
+
+if __name__ == "__main__":
+    main()

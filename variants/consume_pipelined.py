@@ -1,0 +1,279 @@
+"""The pipelined batched inbox (variant p): d's guarantee, with the database and the
+client working at the same time, and one round trip per batch.
+
+Claim: the same as consume_batched.py's. A batch is claimed, credited and committed by
+one statement (data-modifying CTEs, in autocommit: the statement is the transaction),
+and the next offset of each of its partitions is committed to Kafka only after that
+statement has returned. Meanwhile the main thread fetches, decodes and validates the
+next batch, so Kafka, Python and Postgres overlap instead of taking turns.
+
+- Database threads (`connections`, one by default) take the batches in the order they were
+  read; whatever order their statements end in, batches are finished (dead letters, then
+  offsets) strictly in that order, so each partition's offsets move forward only, and
+  never past a batch whose statement has not returned.
+- At most `connections` + 1 batches are read and not yet committed; with that many in
+  flight the main thread waits for the oldest to finish.
+- Poison: what fails validation, and events for unknown accounts (the statement claims
+  no inbox row for them and reports them), are dead-lettered, durably, before their
+  batch's offsets are committed.
+- Revoked partitions: the main thread waits until every batch in flight has committed
+  and committed its offsets, and only then lets the partitions go. Lost ones: the same
+  wait, without the offset commit (they are no longer ours to commit).
+- If the database gives up for good (consume.Database), the consumer stops, and no
+  offset passes the batch that failed.
+- Lock order: inbox rows in ID order, then accounts in id order FOR NO KEY UPDATE before
+  the ledger insert and the balance update touch them, as in consume_batched.py; so a p
+  beside a d, or two p's, wait for each other and never deadlock.
+
+Assumptions: consume.py's, whose validation, dead letters and client config this shares;
+the side effect is the credit (the statement carries it, so it cannot be swapped);
+synchronous_commit stays on.
+
+    python -m variants.consume_pipelined --batch 500
+"""
+import logging
+import queue
+import threading
+import time
+
+import psycopg
+from confluent_kafka import Message
+
+from consume import (
+    CONSUMER_NAME,
+    DEAD_LETTERED_LOG,
+    DSN,
+    SKIPPED_LOG,
+    PoisonMessage,
+    checked_event_id,
+    dead_letter,
+    parse_event,
+)
+from publish import DEMO_TOPIC
+from variants import common
+from variants.common import Database, consuming
+from variants.consume_batched import commit_batch
+
+log = logging.getLogger("consume")  # consume.py's logger: one stream for a harness to read
+
+# Why each CTE reads the one before it: Postgres runs a plain SELECT ... FOR UPDATE in WITH
+# only when something reads it, and runs CTEs in the order their data is needed. `locked`
+# needs all of `claimed` (its sort reads every row before it locks any), and `ledgered`
+# counts all of `locked` before it inserts a row, as does `credited` before it updates one:
+# inbox rows, then accounts, then the writes. (Nothing reads the ledger back: the consumer's
+# role may insert into it, not read it, and RETURNING would be a read.)
+CLAIM_AND_CREDIT = """
+WITH input AS (
+    SELECT * FROM unnest(%(ids)s::text[], %(accounts)s::int[], %(amounts)s::bigint[]) AS i(event_id, account_id, amount)
+), known AS (
+    SELECT id FROM accounts WHERE id = ANY(%(wanted)s::int[])
+), claimed AS (
+    INSERT INTO processed_messages (consumer, message_id)
+    SELECT %(consumer)s, event_id FROM input WHERE account_id IN (SELECT id FROM known) ORDER BY event_id
+    ON CONFLICT DO NOTHING RETURNING message_id
+), locked AS (
+    SELECT id FROM accounts
+    WHERE id IN (SELECT i.account_id FROM input i JOIN claimed c ON c.message_id = i.event_id)
+    ORDER BY id FOR NO KEY UPDATE
+), ledgered AS (
+    INSERT INTO ledger (event_id, account_id, amount)
+    SELECT i.event_id, i.account_id, i.amount FROM input i JOIN claimed c ON c.message_id = i.event_id
+    WHERE (SELECT count(*) FROM locked) > 0
+), credited AS (
+    UPDATE accounts SET balance = balance + t.total
+    FROM (SELECT i.account_id, sum(i.amount) AS total FROM input i JOIN claimed c ON c.message_id = i.event_id
+          GROUP BY i.account_id) AS t
+    WHERE accounts.id = t.account_id AND (SELECT count(*) FROM locked) > 0
+)
+SELECT message_id, true FROM claimed
+UNION ALL
+SELECT event_id, false FROM input WHERE account_id NOT IN (SELECT id FROM known)
+"""
+
+
+class Batch:
+    """Messages read together, decoded: the events to claim (first copy of each ID), and the poison."""
+
+    def __init__(self, messages: list[Message]):
+        self.messages = messages
+        self.events: dict[str, dict] = {}
+        self.poison: list[tuple[Message, str]] = []
+        self.ids_of: list[tuple[Message, str]] = []  # each valid message with its event ID, in order
+        for msg in messages:
+            try:
+                event_id, event = checked_event_id(msg), parse_event(msg.value())
+            except PoisonMessage as e:
+                self.poison.append((msg, e.reason))
+                continue
+            self.events.setdefault(event_id, event)
+            self.ids_of.append((msg, event_id))
+        self.applied: set[str] = set()
+        self.rejected: set[str] = set()
+
+
+def claim_and_credit(conn: psycopg.Connection, events: dict[str, dict],
+                     consumer: str = CONSUMER_NAME) -> tuple[set[str], set[str]]:
+    """The whole batch in one statement: (IDs applied now, IDs for unknown accounts)."""
+    if not events:
+        return set(), set()
+    ids = sorted(events)
+    accounts = [events[i]["account_id"] for i in ids]
+    rows = conn.execute(CLAIM_AND_CREDIT, {
+        "ids": ids, "accounts": accounts, "amounts": [events[i]["amount"] for i in ids],
+        "wanted": sorted(set(accounts)), "consumer": consumer}, binary=True).fetchall()
+    return {i for i, applied in rows if applied}, {i for i, applied in rows if not applied}
+
+
+def run_statement(conn: psycopg.Connection, batch: Batch, work=None) -> Batch:
+    if work is not None:
+        work(batch.events)  # the lab's handler time (a sleep, a stall), outside the statement
+    batch.applied, batch.rejected = claim_and_credit(conn, batch.events)
+    return batch
+
+
+def finish(batch: Batch, dead_letters, consumer, commit: bool) -> None:
+    """After the statement: log skips, dead-letter the poison durably, then commit the offsets."""
+    applied = set(batch.applied)
+    for msg, event_id in batch.ids_of:
+        if event_id in batch.rejected:
+            batch.poison.append((msg, f"unknown account {batch.events[event_id]['account_id']}"))
+        elif event_id in applied:
+            applied.discard(event_id)  # a repeat of the same ID later in the batch is a skip
+        else:
+            log.info(SKIPPED_LOG, event_id)
+    for msg, reason in batch.poison:
+        dead_letter(dead_letters, msg, reason)
+        log.warning(DEAD_LETTERED_LOG, msg.topic(), msg.partition(), msg.offset(), reason)
+    if commit:
+        commit_batch(consumer, batch.messages)
+
+
+class Pipeline:
+    """The database threads, one connection each, and the main thread's view of what is in flight.
+
+    Batches go to whichever thread is free, so with two connections one batch's statement
+    can run while the last one's commit waits for its WAL flush; they come back finished in
+    the order they were read, whatever order the statements ended in."""
+
+    def __init__(self, dbs: list, work=None, after_db_commit=None):
+        self.dbs, self.work, self.after_db_commit = dbs, work, after_db_commit
+        self.to_db: queue.Queue = queue.Queue()
+        self.done: queue.Queue = queue.Queue()
+        self.in_flight = 0
+        self.sent = self.finished = 0  # sequence numbers: batches read, batches finished in order
+        self.early: dict[int, Batch] = {}  # committed, waiting for an earlier batch to finish
+        self.threads = [threading.Thread(target=self._run, args=(db,), daemon=True) for db in dbs]
+        for thread in self.threads:
+            thread.start()
+
+    @property
+    def thread(self) -> threading.Thread:
+        return self.threads[0]
+
+    @property
+    def db(self):
+        return self.dbs[0]
+
+    def _run(self, db) -> None:
+        while (item := self.to_db.get()) is not None:
+            seq, batch = item
+            try:
+                db.run(run_statement, batch, self.work)
+            except BaseException as e:  # noqa: BLE001 - the main thread stops on it
+                self.done.put((seq, e))
+                return
+            if self.after_db_commit is not None:
+                self.after_db_commit(batch.messages, {"applied": len(batch.applied)})
+            self.done.put((seq, batch))
+
+    def submit(self, batch: Batch) -> None:
+        self.in_flight += 1
+        self.to_db.put((self.sent, batch))
+        self.sent += 1
+
+    def collect(self, dead_letters, consumer, wait_s: float = 0.0, commit: bool = True) -> None:
+        """Finish, in the order they were read, the batches whose statements have returned;
+        raise what a database thread failed with."""
+        deadline = time.monotonic() + wait_s
+        while self.in_flight:
+            try:
+                seq, item = self.done.get(timeout=max(0.0, deadline - time.monotonic()))
+            except queue.Empty:
+                return
+            if isinstance(item, BaseException):
+                raise item
+            self.early[seq] = item
+            while self.finished in self.early:  # never an offset past a batch still in a statement
+                self.in_flight -= 1
+                finish(self.early.pop(self.finished), dead_letters, consumer, commit)
+                self.finished += 1
+            deadline = time.monotonic()  # after the first, take only what is already there
+
+    def drain(self, dead_letters, consumer, commit: bool) -> None:
+        """Wait until nothing is in flight (a rebalance, the end)."""
+        while self.in_flight:
+            self.collect(dead_letters, consumer, wait_s=1.0, commit=commit)
+
+    def close(self) -> None:
+        for _ in self.threads:
+            self.to_db.put(None)
+        for db in self.dbs[1:]:  # the first is consuming()'s, which closes it
+            db.close()
+
+
+def run_pipelined(topic: str, group: str, *, batch: int = 500, connections: int = 1, work=None, dsn: str = DSN,
+                  stop: threading.Event | None = None, after_db_commit=None, **overrides) -> None:
+    """Consume `topic` as `group`, a batch at a time, the next batch read while the last commits;
+    `connections` statements at once at most.
+    `work(events)` runs before each batch's statement (the lab's handler time);
+    `after_db_commit(messages, outcome)` runs between the statement and the offset commit."""
+    pipeline: list[Pipeline] = []
+    context: list = []
+
+    def let_go(commit: bool):
+        def callback(consumer, partitions):
+            if pipeline:
+                pipeline[0].drain(context[0], consumer, commit)
+        return callback
+
+    with consuming(topic, group, dsn, overrides, on_revoke=let_go(True), on_lost=let_go(False)) as (
+            consumer, dead_letters, db):
+        context.append(dead_letters)
+        pipeline.append(Pipeline([db, *(Database(dsn) for _ in range(connections - 1))], work, after_db_commit))
+        flow = pipeline[0]
+        try:
+            while stop is None or not stop.is_set():
+                flow.collect(dead_letters, consumer)
+                if flow.in_flight >= connections + 1:
+                    # No poll() here to serve callbacks: it could hand over a message, and one read
+                    # past and not handled is one a later commit would skip. librdkafka heartbeats
+                    # on its own thread; the statement in flight is the longest this waits.
+                    flow.collect(dead_letters, consumer, wait_s=0.05)
+                    continue
+                messages = []
+                for msg in consumer.consume(batch, 0.1):  # a short wait: a partial batch beats an idle one
+                    if msg.error():
+                        log.warning("consumer error: %s", msg.error())
+                    else:
+                        messages.append(msg)
+                if messages:
+                    flow.submit(Batch(messages))
+            flow.drain(dead_letters, consumer, commit=True)
+        finally:
+            flow.close()
+
+
+def main() -> None:
+    parser = common.Parser(description="Consume credits through the pipelined batched inbox.")
+    parser.add_argument("--topic", default=DEMO_TOPIC)
+    parser.add_argument("--group", default=CONSUMER_NAME)
+    parser.add_argument("--batch", type=int, default=500, help="messages per statement")
+    parser.add_argument("--connections", type=int, default=1, help="statements at once, one connection each")
+    args = parser.parse_args()
+    common.at_least(parser, args, 1, "batch", "connections")
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    run_pipelined(args.topic, args.group, batch=args.batch, connections=args.connections)
+
+
+if __name__ == "__main__":
+    main()
