@@ -4,11 +4,23 @@ import argparse
 from variants.common import Parser, at_least  # noqa: F401  (one parser for variants and lab alike)
 
 
+class MeasurementParser(Parser):
+    """A measurement's parser: --dry-run reaches results.drive, which then only compares configs
+    (tests/test_reproduce.py runs every documented command so)."""
+
+    def parse_args(self, *args, **kwargs):
+        parsed = super().parse_args(*args, **kwargs)
+        from lab import results
+
+        results.DRY_RUN = parsed.dry_run
+        return parsed
+
+
 def measurement(description: str, out: str | None, *, events: int | None = None, partitions: int | None = 6,
                 work_ms: float | None = None, seed: bool = True, keep: bool = False) -> Parser:
     """The parser every measure_*.py starts from: the flags they all share (--runs, --seed,
     --out, --force; --events, --partitions and --work-ms where the measurement has them)."""
-    parser = Parser(description=description)
+    parser = MeasurementParser(description=description)
     parser.add_argument("--runs", type=int, default=5)
     if events is not None:
         parser.add_argument("--events", type=int, default=events)
@@ -20,6 +32,8 @@ def measurement(description: str, out: str | None, *, events: int | None = None,
         parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--out", default=out, help=f"results JSON (default {out})" if out else "results JSON")
     parser.add_argument("--force", action="store_true", help="overwrite an --out file with another config")
+    parser.add_argument("--dry-run", action="store_true",
+                        help="run nothing: say whether this command's config matches its --out file's")
     if keep:
         parser.add_argument("--keep", action="store_true", help="keep each run's schema and topic")
     return parser

@@ -465,7 +465,7 @@ def race_section() -> str:
             f"accounts, each published {c['copies']} times on distinct partitions, side by side, once every "
             f"consumer holds partitions; d takes batches of {c['batch']}. Effects are ledger rows for c and d and "
             f"the provider's charges for external and outbox. A retried transaction is one the server rolled back "
-            f"(deadlock, serialization failure) and `consume.Database` ran again. "
+            f"(deadlock, serialization failure) and `variants/common.Database` ran again. "
             f"From `results/race.json`: {provenance(race)}.\n")
 
 

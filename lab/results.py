@@ -49,15 +49,18 @@ def versions() -> dict:
             "psycopg": psycopg.__version__}
 
 
+CODE_FILES = ("*.py", "*.sql", "lab/pom.xml", "requirements.txt")  # what a run's figures depend on
+
+
 def code() -> dict:
-    """The code a run was measured with: the checkout's commit, and whether files other than
-    results/ differed from it (then `diff` is a hash of that difference, so only the same
-    edit can resume the file). {"commit": None} outside a git checkout."""
+    """The code a run was measured with: the checkout's commit, and whether its code (CODE_FILES)
+    differed from it (then `diff` is a hash of that difference, so only the same edit can
+    resume the file). {"commit": None} outside a git checkout."""
     import hashlib
     import subprocess
 
-    def git(*args) -> str | None:
-        done = subprocess.run(["git", "-C", str(ROOT), *args, "--", ".", ":!results"], capture_output=True, text=True)
+    def git(*args) -> str | None:  # over the code alone: prose and results may change beside a run
+        done = subprocess.run(["git", "-C", str(ROOT), *args, "--", *CODE_FILES], capture_output=True, text=True)
         return done.stdout if done.returncode == 0 else None
 
     head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True)
@@ -319,6 +322,26 @@ def compare(document: dict, committed_path: Path | None, table, post_lines=None)
             print("\n".join(lines))
 
 
+DRY_RUN = False  # set by a measurement's --dry-run (cli.MeasurementParser)
+
+
+def dry_run(name: str, path: Path, config: dict):
+    """--dry-run: compare the config this command would record with its file's, run nothing.
+    Exits 0 when they match or there is no file yet, 1 (naming each difference) when not."""
+    mine = json.loads(json.dumps(config, default=str))
+    if not path.exists():
+        print(f"{name}: {path} does not exist yet; this command would start it")
+        raise SystemExit(0)
+    theirs = json.loads(path.read_text())["config"]
+    if theirs == mine:
+        print(f"{name}: this command's config matches {path}")
+        raise SystemExit(0)
+    differences = [f"{k}: file {theirs.get(k)!r}, command {mine.get(k)!r}" for k in sorted({*theirs, *mine})
+                   if theirs.get(k) != mine.get(k)]
+    print(f"{name}: this command's config differs from {path}'s: {'; '.join(differences)}")
+    raise SystemExit(1)
+
+
 def drive(name: str, out, config: dict, plan, run_once, summarise, table, verdict_line,
           force: bool = False, rotate: bool = False, options: dict | None = None, outer: tuple = (),
           committed: Path | None = None, post_lines=None) -> dict:
@@ -334,6 +357,8 @@ def drive(name: str, out, config: dict, plan, run_once, summarise, table, verdic
     results file) and `post_lines(groups)` (the post's figures as lines) are printed beside
     the reader's figures at the end, and the committed run times give the estimate up front."""
     global _progress
+    if DRY_RUN:
+        dry_run(name, Path(out), config)
     plan = [dict(fields) for fields in plan]
     blocks = {}
     for fields in plan:

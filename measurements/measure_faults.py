@@ -7,7 +7,8 @@ each fault that separates a write from its offset commit costs a duplicate.
 Faults, one kind per run, each bounded in time and always healed (nemesis.py):
 
     pg-restart        PostgreSQL stopped in immediate mode and started again,
-                      --faults times; the consumer reconnects (consume.Database)
+                      --faults times; c stops and its worker starts it again,
+                      the batched ones reconnect (variants/common.Database)
     broker-restart    the Kafka broker SIGKILLed and started again, --faults times
     partition-broker  two consumers; the first lives in a network namespace
                       (netlab.py) whose link to the broker is cut for

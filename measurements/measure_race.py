@@ -5,7 +5,7 @@ Claim: however the consumers interleave, every variant with the inbox applies ea
 event once, exactly, and none of them dies: the batched inbox takes its locks in one
 order (inbox rows, then accounts, in id order, in a mode the ledger's foreign-key check
 does not wait on), and a transaction the server rolls back anyway (a deadlock, a
-serialization failure) is run again by consume.Database, not fatal.
+serialization failure) is run again by variants/common.Database, not fatal.
 
 Workload: `--events` credits over `--accounts` accounts (few: hot rows), each published
 `--copies` times, to as many distinct partitions of a `--partitions` topic (seeded), the

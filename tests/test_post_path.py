@@ -39,8 +39,9 @@ def test_publish_then_consume_as_the_post_prints_them():
                            "consume.py committing past every record of consumer.deposits")
         assert consumer.poll() is None, f"consume.py exited with {consumer.returncode}"
     finally:
-        consumer.terminate()  # caught up and committed: how it stops does not matter here
+        consumer.terminate()  # SIGTERM, like Ctrl-C: the loop ends after the message in hand
         output = consumer.communicate(timeout=60)[0]
+    assert consumer.returncode == 0, f"consume.py did not stop cleanly on SIGTERM:\n{output[-3000:]}"
     assert claimed(ids) == COUNT, output[-3000:]
     with psycopg.connect(ADMIN_DSN) as conn:
         credited = conn.execute("SELECT count(*), count(DISTINCT event_id) FROM ledger WHERE event_id = ANY(%s)",
