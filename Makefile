@@ -4,6 +4,7 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 KAFKA_JAR := .cache/kafka/libs/kafka_2.13-4.3.1.jar
+FORCE ?=
 
 .PHONY: setup up down status demo tour test test-post lint measure report up-replicated test-replicated measure-cluster
 
@@ -37,49 +38,54 @@ tour: up
 
 # The full measurements with the post's parameters, one after another (never two at once),
 # then the README tables and chart, into the committed results/ files (--out). Takes hours; each harness
-# resumes where it stopped if the code is the same, and refuses a file measured by other code (--force).
+# resumes where it stopped if the code is the same, and refuses a file measured by other code:
+# `make measure FORCE=--force` measures such files again from the start.
 measure: up
-	$(PY) measure_kill.py --variant all --runs 5 --kills 20 --events 10000 --out results/kill.json
-	$(PY) measure_kill.py --variant d --runs 5 --kills 20 --events 10000 --out results/kill-d.json
-	$(PY) measure_kill.py --variant d --batch 50 --runs 5 --kills 20 --events 10000 --out results/kill-d-batch50.json
-	$(PY) measure_throughput.py --variants raw,a1,a2,b,c,d --runs 5 --events 100000 --out results/throughput.json
-	$(PY) measure_throughput.py --sweep-batch 1,10,100,500,1000 --runs 5 --events 50000 --out results/throughput-batch.json
+	$(PY) measure_kill.py $(FORCE) --variant all --runs 5 --kills 20 --events 10000 --out results/kill.json
+	$(PY) measure_kill.py $(FORCE) --variant d --runs 5 --kills 20 --events 10000 --out results/kill-d.json
+	$(PY) measure_kill.py $(FORCE) --variant d --batch 50 --runs 5 --kills 20 --events 10000 --out results/kill-d-batch50.json
+	$(PY) measure_throughput.py $(FORCE) --variants raw,a1,a2,b,c,d --runs 5 --events 100000 --out results/throughput.json
+	$(PY) measure_throughput.py $(FORCE) --sweep-batch 1,10,100,500,1000 --runs 5 --events 50000 --out results/throughput-batch.json
 	$(PY) -m measurements.profile_d --out results/profile-d.txt
 	for v in b c d; do for p in classic consumer; do \
-	  $(PY) measure_rebalance.py --variant $$v --group-protocol $$p --runs 5 \
+	  $(PY) measure_rebalance.py $(FORCE) --variant $$v --group-protocol $$p --runs 5 \
 	    --out results/rebalance-$$v-$$p.json || exit 1; done; done
-	for v in b c; do $(PY) measure_rebalance.py --variant $$v --group-protocol consumer --slow-seconds 20 \
+	for v in b c; do $(PY) measure_rebalance.py $(FORCE) --variant $$v --group-protocol consumer --slow-seconds 20 \
 	  --runs 5 --out results/rebalance-$$v-consumer-stall20.json || exit 1; done
-	$(PY) measure_storage.py --runs 5 --rows 1000000 --out results/storage.json
-	$(PY) -m measurements.measure_external --policy all --runs 5
+	$(PY) measure_storage.py $(FORCE) --runs 5 --rows 1000000 --out results/storage.json
+	$(PY) -m measurements.measure_external $(FORCE) --policy all --runs 5
 	for f in pg-restart broker-restart partition-broker partition-db; do for v in b c d; do \
-	  $(PY) -m measurements.measure_faults --fault $$f --variant $$v --runs 5 || exit 1; done; done
-	for v in b c; do $(PY) -m measurements.measure_faults --fault share-lock --variant $$v --runs 5 || exit 1; done
-	$(PY) -m measurements.measure_faults --fault share-lock --variant b --runs 5 --producer-batching --max-poll-records 0 \
+	  $(PY) -m measurements.measure_faults $(FORCE) --fault $$f --variant $$v --runs 5 || exit 1; done; done
+	for v in b c; do $(PY) -m measurements.measure_faults $(FORCE) --fault share-lock --variant $$v --runs 5 || exit 1; done
+	$(PY) -m measurements.measure_faults $(FORCE) --fault share-lock --variant b --runs 5 --producer-batching --max-poll-records 0 \
 	  --work-ms 0 --lock-ms 5000 --out results/faults-share-batched.json
-	$(PY) -m measurements.measure_race --variant all --consumers 3 --copies 3 --accounts 20 --runs 5
-	for v in b c; do $(PY) measure_rebalance.py --variant $$v --runs 1 --out results/rebalance-timeline-$$v.json || exit 1; done
+	$(PY) -m measurements.measure_race $(FORCE) --variant all --consumers 3 --copies 3 --accounts 20 --runs 5
+	for v in b c; do $(PY) measure_rebalance.py $(FORCE) --variant $$v --runs 1 --out results/rebalance-timeline-$$v.json || exit 1; done
 	for f in pg-restart broker-restart partition-broker partition-db share-lock; do for v in b c; do \
-	  $(PY) -m measurements.measure_faults --fault $$f --variant $$v --runs 1 --out results/faults-timeline.json || exit 1; done; done
-	$(PY) measure_throughput.py --sweep-lanes 1,4,16,64 --work-ms 10 --runs 5 --events 5000 --out results/throughput-lanes.json
-	$(PY) measure_kill.py --variant k --lanes 16 --runs 5 --kills 20 --events 100000 --out results/kill-k.json
-	$(PY) measure_rebalance.py --variant k --lanes 16 --runs 5 --out results/rebalance-k-classic.json
-	$(PY) measure_throughput.py --variants raw,db-d,db,d,p --runs 5 --events 100000 --out results/throughput-pipelined.json
-	$(PY) measure_throughput.py --variants d,p,p@2,db,db@2 --runs 5 --events 100000 --out results/throughput-connections.json
+	  $(PY) -m measurements.measure_faults $(FORCE) --fault $$f --variant $$v --runs 1 --out results/faults-timeline.json || exit 1; done; done
+	$(PY) measure_throughput.py $(FORCE) --sweep-lanes 1,4,16,64 --work-ms 10 --runs 5 --events 5000 --out results/throughput-lanes.json
+	$(PY) measure_kill.py $(FORCE) --variant k --lanes 16 --runs 5 --kills 20 --events 100000 --out results/kill-k.json
+	$(PY) measure_rebalance.py $(FORCE) --variant k --lanes 16 --runs 5 --out results/rebalance-k-classic.json
+	$(PY) measure_throughput.py $(FORCE) --variants raw,db-d,db,d,p --runs 5 --events 100000 --out results/throughput-pipelined.json
+	$(PY) measure_throughput.py $(FORCE) --variants d,p,p@2,db,db@2 --runs 5 --events 100000 --out results/throughput-connections.json
 	$(PY) -m measurements.profile_p --out results/profile-p.txt
-	$(PY) measure_kill.py --variant p --runs 5 --kills 20 --events 10000 --out results/kill-p.json
-	$(PY) measure_kill.py --variant p --connections 2 --runs 5 --kills 20 --events 10000 --out results/kill-p-connections2.json
-	$(PY) measure_rebalance.py --variant p --runs 5 --out results/rebalance-p-classic.json
-	$(PY) measure_throughput.py --variants c,d,p --inbox-rows 0,10000000,50000000 --id-type text,uuid-v7 \
+	$(PY) measure_kill.py $(FORCE) --variant p --runs 5 --kills 20 --events 10000 --out results/kill-p.json
+	$(PY) measure_kill.py $(FORCE) --variant p --connections 2 --runs 5 --kills 20 --events 10000 --out results/kill-p-connections2.json
+	$(PY) measure_rebalance.py $(FORCE) --variant p --runs 5 --out results/rebalance-p-classic.json
+	$(PY) measure_throughput.py $(FORCE) --variants c,d,p --inbox-rows 0,10000000,50000000 --id-type text,uuid-v7 \
 	  --events-of c=5000 --runs 5 --events 100000 --out results/throughput-inbox.json
-	$(PY) measure_throughput.py --variants c,d,p --consumers 1,2,3 --events-of c=20000 --runs 5 --events 100000 \
+	$(PY) measure_throughput.py $(FORCE) --variants c,d,p --consumers 1,2,3 --events-of c=20000 --runs 5 --events 100000 \
 	  --out results/throughput-consumers.json
-	$(PY) -m measurements.measure_latency --variants c,d,p --rates 200,500,5000 --runs 5
-	$(PY) -m measurements.measure_eos --variant all --runs 5 --kills 20 --events 10000
-	$(PY) -m measurements.measure_publish --source all --variant all --runs 5
+	$(PY) -m measurements.measure_latency $(FORCE) --variants c,d,p --rates 200,500,5000 --runs 5
+	$(PY) -m measurements.measure_eos $(FORCE) --variant all --runs 5 --kills 20 --events 10000
+	$(PY) -m measurements.measure_publish $(FORCE) --source all --variant all --runs 5
+	$(PY) -m measurements.measure_faults $(FORCE) --fault pg-restart --variant c,c-reconnect --runs 5 \
+	  --out results/faults-reconnect.json
 	$(PY) -m lab.report
 
 report: setup
+	$(PY) -m measurements.measure_faults $(FORCE) --fault pg-restart --variant c,c-reconnect --runs 5 \
+	  --out results/faults-reconnect.json
 	$(PY) -m lab.report
 
 # The tests marked root (pytest -m root: the partition faults and the namespace relay) build
@@ -103,7 +109,8 @@ test-replicated: setup
 # M8, every fault and variant; Postgres failovers under both replication modes.
 measure-cluster: up-replicated
 	eval "$$($(PY) -m lab.stack env --replicated)" && \
-	  $(PY) -m measurements.measure_cluster --fault all --variant all --pg-replication both --runs 5
+	  $(PY) -m measurements.measure_cluster $(FORCE) --fault all --variant all --pg-replication both --runs 5 \
+	  --events 2000 --rate 100
 
 lint: setup
 	$(VENV)/bin/ruff check .

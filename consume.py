@@ -87,7 +87,7 @@ def run(topic: str, group: str, apply=credit_account, *, handle=handle_once, sto
     `rebalance_callbacks` go to subscribe(); `dsn` replaces CONSUMER_DSN.
     A lost database raises out of here with no offset moved past unapplied work."""
     ensure_topic(dead_letter_topic(topic))
-    with psycopg.connect(dsn or DSN, autocommit=True) as conn:
+    with psycopg.connect(dsn or DSN, autocommit=True, connect_timeout=10) as conn:
         consumer = Consumer(consumer_config(group, **overrides))
         dead_letters = make_producer()
         consumer.subscribe([topic], **(rebalance_callbacks or {}))

@@ -15,7 +15,7 @@ arrives, as on a dead link, until the heal.
 
 Assumptions: root (ip netns); the services listen on the host's 127.0.0.1.
 
-    python netlab.py relay --socket-dir DIR --port 59092 --port 55432   # run inside a namespace
+    python -m lab.netlab relay --socket-dir DIR --port 59092 --port 55432   # run inside a namespace
 """
 import asyncio
 import contextlib

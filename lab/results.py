@@ -63,7 +63,10 @@ def code() -> dict:
         done = subprocess.run(["git", "-C", str(ROOT), *args, "--", *CODE_FILES], capture_output=True, text=True)
         return done.stdout if done.returncode == 0 else None
 
-    head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True)
+    try:
+        head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True)
+    except OSError:  # no git on this machine
+        return {"commit": None, "dirty": None}
     if head.returncode != 0:
         return {"commit": None, "dirty": None}
     changed = git("diff", "HEAD")
@@ -225,6 +228,7 @@ class measurement_lock:
 def config_of(args, *how, **extra) -> dict:
     """A results file's config: the parsed flags, less those that say how to run rather than
     what was measured (`how`: --out, --force, ...), plus `extra`."""
+    how = {*how, "dry_run", "committed"}  # how to run, never what was measured
     return {**{k: v for k, v in vars(args).items() if k not in how}, **extra}
 
 
@@ -296,7 +300,8 @@ def estimate(plan: list[dict], todo: int, config: dict, committed: dict | None) 
     times = [s for s in times if s]
     if not times:
         return "no estimate: the committed runs do not say how long they took"
-    scale = config.get("events", 1) / committed["config"].get("events", 1) if "events" in config else 1.0
+    both = "events" in config and "events" in committed["config"]
+    scale = config["events"] / committed["config"]["events"] if both else 1.0
     minutes = statistics.median(times) * scale * todo / 60
     return (f"about {minutes:.0f} minutes for {todo} runs (the committed runs took {statistics.median(times):.0f} s "
             f"each{', scaled to your --events' if scale != 1 else ''})")
@@ -304,7 +309,7 @@ def estimate(plan: list[dict], todo: int, config: dict, committed: dict | None) 
 
 def compare(document: dict, committed_path: Path | None, table, post_lines=None) -> None:
     """After a reader's run: the committed figures for the same groups, and the post's, beside them."""
-    groups = set(document["summary"])
+    groups = {r.get("variant") for r in document["runs"]} | set(document["summary"])
     committed = json.loads(committed_path.read_text()) if committed_path and committed_path.exists() else None
     if committed and committed_path.resolve() != Path(document.get("path", "")).resolve():
         mine = {k: v for k, v in committed["summary"].items() if k in groups}

@@ -320,7 +320,7 @@ def kafka_up(deadline_s: float = 120.0) -> None:
     for p in (port, port + 1):
         if port_open(p):
             raise StackError(f"port {p} is taken by a process stack.py did not start: stop it, or if it is "
-                             "the docker-compose stack, use that and skip `stack.py up`")
+                             "the docker-compose stack, use that and skip `make up`")
     proc = launch_kafka(KAFKA_HOME, kafka_properties(port, host), new_cluster_id(), heap=("256m", "1g"))
 
     def ready():
@@ -471,7 +471,7 @@ def postgres_up(deadline_s: float = 60.0) -> None:
     if postgres_pid() is None:
         if port_open(p["port"]):
             raise StackError(f"port {p['port']} is taken by a process stack.py did not start: stop it, or if it "
-                             "is the docker-compose stack, use that and skip `stack.py up`")
+                             "is the docker-compose stack, use that and skip `make up`")
         check_data_version(data)
         if not (data / "PG_VERSION").exists():
             initdb(install, home, data, p)
@@ -886,7 +886,8 @@ def status() -> int:
 
 def main() -> int:
     parser = cli.Parser(description="Start, stop and inspect the embedded Kafka and PostgreSQL.")
-    parser.add_argument("verb", choices=["up", "down", "status", "fetch", "env"])
+    parser.add_argument("verb", choices=["up", "down", "status", "fetch", "env", "tables"],
+                        help="tables: the demo's tables in the default database (up makes them too; for Docker)")
     parser.add_argument("--replicated", action="store_true",
                         help="the replicated lab: three Kafka nodes, a Postgres primary and a standby")
     parser.add_argument("--pg-replication", choices=REPLICATION_MODES,
@@ -909,6 +910,11 @@ def main() -> int:
         elif args.verb == "down":
             down()
             cluster_down()
+        elif args.verb == "tables":
+            with postgres_connect() as conn:
+                conn.execute((ROOT / "lab" / "roles.sql").read_text())
+                demo_tables(conn)
+            print("postgres: the demo's tables are in the default database")
         elif args.verb == "fetch":
             require_java()
             fetch_kafka()

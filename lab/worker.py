@@ -112,13 +112,16 @@ def supervised(stop: threading.Event, run_once) -> None:
         try:
             run_once()
             return
+        except psycopg.errors.TransactionRollback:
+            raise  # a deadlock or serialization failure is not a lost database: c never meets one
         except psycopg.OperationalError as e:
-            if time.monotonic() - started > 10:  # it had been running: a new outage, not the same one
+            now = time.monotonic()
+            if now - started > 10:  # it had been running: a new outage, not the same one
                 delay, failing_since = 0.1, None
-            failing_since = failing_since or started
-            if time.monotonic() - failing_since > RESTART_GIVE_UP_S:
+            failing_since = failing_since or now
+            if now - failing_since > RESTART_GIVE_UP_S:
                 raise
-            time.sleep(delay)
+            stop.wait(delay)
             log.warning(RESTARTED_LOG, str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__,
                         delay)
             delay = min(delay * 2, 5.0)

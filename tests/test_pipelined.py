@@ -160,7 +160,7 @@ class FakeMessage:
 
 
 class HeldDatabase:
-    """Stands in for consume.Database: its statement returns when the test says so."""
+    """Stands in for variants/common.Database: its statement returns when the test says so."""
 
     def __init__(self):
         self.release, self.started = threading.Event(), threading.Event()

@@ -81,7 +81,7 @@ def test_a_missing_tool_is_named_with_how_to_get_it(tool, needed, monkeypatch, t
 def test_a_failed_jar_fetch_is_one_line_with_the_log_named(monkeypatch, tmp_path):
     monkeypatch.setattr(stack, "KAFKA_HOME", tmp_path)
     monkeypatch.setattr(stack, "KAFKA_LIBS", tmp_path / "libs")
-    monkeypatch.setattr(stack, "ROOT", tmp_path)  # no stack/pom.xml here: mvn fails as it would offline
+    monkeypatch.setattr(stack, "ROOT", tmp_path)  # no lab/pom.xml here: mvn fails as it would offline
     with pytest.raises(stack.StackError) as raised:
         stack.fetch_kafka()
     assert "\n" not in str(raised.value) and "Maven Central" in str(raised.value)

@@ -1,5 +1,6 @@
-"""The consumers and producers beyond the post. Each imports only the post's files
-(consume.py, publish.py) and common.py; the lab runs them through lab/worker.py.
+"""The consumers and producers beyond the post. They import the post's files (consume.py,
+publish.py) and one another (common.py above all), never the lab; the lab runs them
+through lab/worker.py.
 
     consume_batched.py    d: the inbox for a whole batch in one transaction
     consume_pipelined.py  p: d in one statement a batch, the next batch decoded meanwhile

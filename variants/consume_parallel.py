@@ -36,7 +36,7 @@ committed.
   a full window pauses the partition. A lost one (the group
   fenced us) is abandoned without a commit: it is no longer ours to commit.
 - Poison: process() dead-letters it, durably, before it counts as done.
-- A lane whose transaction fails for good (consume.Database gave up) stops the consumer;
+- A lane whose transaction fails for good (variants/common.Database gave up) stops the consumer;
   no watermark passes its message.
 
 Assumptions: consume.py's; the key is what order is kept for (publish.py keys by account).

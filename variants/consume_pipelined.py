@@ -19,7 +19,7 @@ next batch, so Kafka, Python and Postgres overlap instead of taking turns.
 - Revoked partitions: the main thread waits until every batch in flight has committed
   and committed its offsets, and only then lets the partitions go. Lost ones: the same
   wait, without the offset commit (they are no longer ours to commit).
-- If the database gives up for good (consume.Database), the consumer stops, and no
+- If the database gives up for good (variants/common.Database), the consumer stops, and no
   offset passes the batch that failed.
 - Lock order: inbox rows in ID order, then accounts in id order FOR NO KEY UPDATE before
   the ledger insert and the balance update touch them, as in consume_batched.py; so a p
