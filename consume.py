@@ -12,6 +12,7 @@ and why, is a table in README.md ("consume.py beside the post's listing").
 
     python consume.py        # reads consumer.deposits as group wallet-credits
 """
+import hashlib
 import json
 import logging
 import os
@@ -20,7 +21,7 @@ import sys
 import threading
 
 import psycopg
-from confluent_kafka import Consumer, KafkaException, Message, Producer
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer
 
 from publish import ensure_topic, make_producer
 
@@ -132,6 +133,8 @@ class DeadLetterFailed(Exception):
 
 
 def checked_event_id(msg: Message) -> str:
+    if sum(key == "event_id" for key, _ in msg.headers() or ()) > 1:
+        raise PoisonMessage("more than one event_id header: which one to dedup on?")
     event_id = event_id_of(msg)
     if event_id is None:
         raise PoisonMessage("no event_id header (missing, empty or not UTF-8)")
@@ -159,6 +162,8 @@ def parse_event(value: bytes | None) -> dict:
         event = json.loads(value)
     except ValueError as e:  # includes UnicodeDecodeError
         raise PoisonMessage(f"value is not JSON: {e}") from None
+    except RecursionError:  # ~1,000 nested brackets are enough to exhaust the parser's stack
+        raise PoisonMessage("value is JSON nested too deep to decode") from None
     if not isinstance(event, dict):
         raise PoisonMessage(f"value is JSON {type(event).__name__}, not an object")
     _integer_field(event, "account_id", 1, 2**31 - 1)
@@ -171,9 +176,10 @@ def process(conn: psycopg.Connection, msg: Message, dead_letters: Producer, hand
     try:
         event_id = checked_event_id(msg)
         applied = handle(conn, event_id, parse_event(msg.value()), apply)
-    except PoisonMessage as poison:  # nothing to dedup on, or nothing to apply: park it, don't guess
-        dead_letter(dead_letters, msg, poison.reason)
-        log.warning(DEAD_LETTERED_LOG, msg.topic(), msg.partition(), msg.offset(), poison.reason)
+    except (PoisonMessage, psycopg.DataError, psycopg.IntegrityError) as poison:  # no retry can fix it: park it
+        reason = getattr(poison, "reason", None) or f"the database refused it: {str(poison).splitlines()[0]}"
+        dead_letter(dead_letters, msg, reason)
+        log.warning(DEAD_LETTERED_LOG, msg.topic(), msg.partition(), msg.offset(), reason)
         return "dead-lettered"
     if not applied:
         log.info(SKIPPED_LOG, event_id)
@@ -186,19 +192,32 @@ def dead_letter_topic(topic: str) -> str:
 
 
 def dead_letter(producer: Producer, msg: Message, reason: str) -> None:
-    """Park the message on the DLQ with its key, value, headers and reason; return once it is durable."""
-    headers = list(msg.headers() or ()) + [
-        ("dlq_reason", reason.encode()),
-        ("dlq_source", f"{msg.topic()}/{msg.partition()}/{msg.offset()}".encode()),
-    ]
+    """Park the message on the DLQ with its key, value, headers and reason; return once it is durable.
+    One too large for the DLQ (the reason headers pushed it past the limit) is parked as a
+    reference instead: where it is in its topic, its size and SHA-256, so it can be fetched."""
+    topic, where = dead_letter_topic(msg.topic()), f"{msg.topic()}/{msg.partition()}/{msg.offset()}"
+    source = [("dlq_reason", reason.encode()), ("dlq_source", where.encode())]
+    try:
+        send_durably(producer, topic, msg.key(), msg.value(), [*(msg.headers() or ()), *source])
+    except KafkaException as e:
+        if e.args[0].code() != KafkaError.MSG_SIZE_TOO_LARGE:
+            raise
+        value = msg.value() or b""
+        reference = {"parked_as": "reference", "bytes": len(value), "sha256": hashlib.sha256(value).hexdigest(),
+                     "headers": len(msg.headers() or ())}
+        send_durably(producer, topic, None, json.dumps(reference).encode(), source)
+
+
+def send_durably(producer: Producer, topic: str, key, value, headers) -> None:
+    """Produce one record and wait for the broker's answer: KafkaException if it refused (or the
+    client did), DeadLetterFailed if no answer came in time."""
     outcome = []
-    producer.produce(dead_letter_topic(msg.topic()), key=msg.key(), value=msg.value(), headers=headers,
-                     on_delivery=lambda err, _msg: outcome.append(err))
+    producer.produce(topic, key=key, value=value, headers=headers, on_delivery=lambda err, _msg: outcome.append(err))
     producer.flush(DEAD_LETTER_TIMEOUT_S)
-    if not outcome:
-        raise DeadLetterFailed(f"no acknowledgement for the dead letter within {DEAD_LETTER_TIMEOUT_S:g}s")
+    if not outcome:  # no answer in time: the offset must not move past this message
+        raise DeadLetterFailed(f"no answer from the broker for the dead letter within {DEAD_LETTER_TIMEOUT_S:g}s")
     if outcome[0] is not None:
-        raise DeadLetterFailed(f"dead letter rejected: {outcome[0]}")
+        raise KafkaException(outcome[0])
 
 
 def commit_offset(consumer: Consumer, msg: Message) -> bool:

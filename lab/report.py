@@ -881,6 +881,27 @@ SECTIONS = {"claims": claims_section, "try": try_section, "reconnect": reconnect
 DOCUMENTS = [README, *sorted((ROOT / "docs").glob("*.md"))]  # every file that may hold report markers
 
 
+def prose_facts() -> list[str]:
+    """Phrases of the README's prose that state a measurement's parameters, rendered from the
+    results files that hold them: `--check` fails when the prose and the files disagree."""
+    kill, zombie = need("kill.json")["config"], need("rebalance-b-classic.json")["config"]
+    short, long = need("rebalance-b-consumer.json")["config"], need("rebalance-b-consumer-stall20.json")["config"]
+    inbox = need("throughput-inbox.json")["config"]
+    return [f"of {kill['runs']} runs), and a verdict", f"does that {kill['kills']} times a run",
+            f"`max.poll.interval.ms={zombie['max_poll_interval_ms']}`; every {zombie['slow_every']}th",
+            f"stalls {zombie['slow_seconds']:g} s inside its handler",
+            f"({zombie['session_timeout_ms'] / 1000:g} s and {zombie['session_timeout_ms'] / 3000:g} s)",
+            f"With the same {short['slow_seconds']:g} s stall", f"as the {long['slow_seconds']:g} s stall does",
+            f"grows to {max(inbox['inbox_rows']) // 1_000_000} million IDs"]
+
+
+def made_facts() -> list[str]:
+    try:
+        return prose_facts()
+    except Missing:
+        return []
+
+
 def made(make) -> str:
     try:
         return make()
@@ -910,6 +931,8 @@ def main(argv=None) -> int:
         else:
             document.write_text(fresh)
     if args.check:
+        readme = README.read_text().replace("\n", " ")
+        stale += [f"README.md's prose ({fact!r} not found)" for fact in made_facts() if fact not in readme]
         if stale:
             print(f"report.py: {', '.join(stale)} out of date with results/; run `python -m lab.report`",
                   file=sys.stderr)

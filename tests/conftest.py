@@ -10,6 +10,7 @@ import uuid
 
 import psycopg
 import pytest
+from psycopg.conninfo import conninfo_to_dict
 
 from lab import harness
 from lab.settings import ADMIN_DSN, BROKERS, DSN
@@ -22,7 +23,9 @@ def postgres():
         with psycopg.connect(DSN, connect_timeout=5) as conn:
             conn.execute("SELECT 1")
     except psycopg.Error as e:
-        pytest.exit(f"PostgreSQL at {DSN} is not reachable ({str(e).strip()}); start it with `make up`", returncode=3)
+        where = conninfo_to_dict(DSN)  # never the password
+        pytest.exit(f"PostgreSQL at {where.get('host')}:{where.get('port')}/{where.get('dbname')} is not reachable "
+                    f"({str(e).strip().splitlines()[0]}); start it with `make up`", returncode=3)
     return DSN
 
 

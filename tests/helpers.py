@@ -112,6 +112,35 @@ POISONED_BATCH = [
 ]
 
 
+# Hostile to a batch: a bad copy of an ID beside a good one (g-3: unknown account, then a real
+# one), and a credit that overflows a balance (p-3: account 2 sits 10 below bigint's maximum).
+HOSTILE_BATCH = [
+    (b"1", b'{"account_id": 1, "amount": 100}', [("event_id", b"g-1")]),
+    (b"9", b'{"account_id": 9999, "amount": 5}', [("event_id", b"g-3")]),
+    (b"2", b'{"account_id": 2, "amount": 100}', [("event_id", b"p-3")]),
+    (b"1", b'{"account_id": 1, "amount": 7}', [("event_id", b"g-3")]),
+    (b"1", b"[" * 10_000 + b"]" * 10_000, [("event_id", b"p-4")]),
+    (b"1", b'{"account_id": 1, "amount": 100}', [("event_id", b"g-2")]),
+]
+FULL_BALANCE = 2**63 - 11
+
+
+def hostile_batch_is_handled(run, topic, group, dsn, conn, **options):
+    """A batching variant meets HOSTILE_BATCH: each bad copy is parked alone, with its reason;
+    the good copies, g-3's among them, are applied once; the full balance is untouched."""
+    conn.execute("UPDATE accounts SET balance = %s WHERE id = 2", (FULL_BALANCE,))
+    send(topic, HOSTILE_BATCH)
+    run_until_drained(run, topic, group, dsn, **options)
+    parked = {dict(m.headers())["event_id"].decode(): dict(m.headers())["dlq_reason"].decode()
+              for m in read_all(topic + ".dlq", 3)}
+    assert set(parked) == {"g-3", "p-3", "p-4"}, parked
+    assert parked["g-3"] == "unknown account 9999" and "bigint out of range" in parked["p-3"]
+    assert parked["p-4"] == "value is JSON nested too deep to decode"
+    rows = conn.execute("SELECT event_id, count(*), sum(amount) FROM ledger GROUP BY event_id").fetchall()
+    assert sorted(rows) == [("g-1", 1, 100), ("g-2", 1, 100), ("g-3", 1, 7)]
+    assert conn.execute("SELECT balance FROM accounts WHERE id = 2").fetchone()[0] == FULL_BALANCE
+
+
 def holding_credit(hold):
     """d's apply_batch that calls hold() (its claims held) before it credits."""
     def apply_batch(conn, batch):
@@ -130,12 +159,21 @@ def run_threads(threads, timeout_s: float = 120.0) -> None:
 def run_until_drained(run, topic, group, dsn, **options):
     """run(topic, group, dsn=..., stop=..., **options) in a thread until the group has committed
     all of `topic`; then stopped."""
-    stop = threading.Event()
-    thread = threading.Thread(target=run, args=(topic, group), kwargs={"dsn": dsn, "stop": stop, **options},
-                              daemon=True)
+    stop, errors = threading.Event(), []
+
+    def target():
+        try:
+            run(topic, group, dsn=dsn, stop=stop, **options)
+        except Exception as e:  # raised below: a consumer that died fails its test with its own error
+            errors.append(e)
+
+    thread = threading.Thread(target=target, daemon=True)
     thread.start()
     try:
-        drained(group, topic)
+        harness.wait_until(lambda: errors or harness.lag(group, topic) == 0, DRAIN_S,
+                           f"group {group} to commit all of {topic}", interval_s=0.2)
     finally:
         stop.set()
         thread.join(30)
+    if errors:
+        raise errors[0]

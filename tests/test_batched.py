@@ -6,6 +6,7 @@ import pytest
 from helpers import (
     POISONED_BATCH,
     holding_credit,
+    hostile_batch_is_handled,
     read_all,
     run_threads,
     run_until_drained,
@@ -88,6 +89,10 @@ def test_poison_inside_a_batch_goes_to_dlq_and_the_rest_is_applied(topic, group,
     reasons = sorted(dict(m.headers())["dlq_reason"].decode() for m in read_all(topic + ".dlq", 2))
     assert reasons[0] == "unknown account 9999" and reasons[1].startswith("value is not JSON")
     assert per_id(conn) == {"g-1": 1, "g-2": 1}
+
+
+def test_a_hostile_batch_parks_each_bad_copy_alone_and_applies_the_rest_once(topic, group, dsn, conn):
+    hostile_batch_is_handled(consume_batched.run_batched, topic, group, dsn, conn, batch=10)
 
 
 @pytest.mark.slow

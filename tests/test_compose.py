@@ -32,8 +32,10 @@ def test_images_pin_the_same_versions():
 def test_same_ports_and_credentials():
     _, kafka_port = stack.kafka_address(DEFAULT_BROKERS)
     pg = stack.postgres_params(make_conninfo(DEFAULT_DSN, user=SUPERUSER, password=SUPERUSER))
-    assert f'"{kafka_port}:{kafka_port}"' in COMPOSE
-    assert f'"{pg["port"]}:5432"' in COMPOSE
+    # on the loopback alone: PLAINTEXT Kafka and a superuser named in this file, never on a network
+    assert f'"127.0.0.1:{kafka_port}:{kafka_port}"' in COMPOSE
+    assert f'"127.0.0.1:{pg["port"]}:5432"' in COMPOSE
+    assert not re.search(r'"\d+:\d+"', COMPOSE), "a port published on every interface"
     assert compose_value("POSTGRES_USER") == pg["user"]
     assert compose_value("POSTGRES_PASSWORD") == pg["password"]
     assert compose_value("POSTGRES_DB") == pg["dbname"]
@@ -74,5 +76,5 @@ def test_the_replicated_profile_has_the_replicated_labs_broker_settings():
         if key not in by_design:
             assert values.get("KAFKA_" + key.upper().replace(".", "_")) == value, key
     for port in ports:
-        assert f'["{port}:{port}"]' in COMPOSE
-    assert '["55532:5432"]' in COMPOSE and '["55533:5432"]' in COMPOSE
+        assert f'["127.0.0.1:{port}:{port}"]' in COMPOSE
+    assert '["127.0.0.1:55532:5432"]' in COMPOSE and '["127.0.0.1:55533:5432"]' in COMPOSE

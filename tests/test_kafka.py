@@ -1,6 +1,7 @@
 """The consumer against a real Kafka broker and a real PostgreSQL: redelivery,
 dead letters for every kind of poison message, and a real process that dies
 between its database commit and its offset commit."""
+import hashlib
 import json
 
 import pytest
@@ -44,13 +45,34 @@ POISON = {
                            "account_id must be an integer, got float"),
     "unknown account": ((b"9", b'{"account_id": 9999, "amount": 5}', [("event_id", b"p-1")]),
                         "unknown account 9999"),
+    # issue #28's hostile inputs: each parked once, with its reason, and nothing stops
+    "event_id not UTF-8": ((b"1", b'{"account_id": 1, "amount": 5}', [("event_id", b"\xff\xfe")]),
+                           "no event_id header"),
+    "event_id with a NUL": ((b"1", b'{"account_id": 1, "amount": 5}', [("event_id", b"p\x00-1")]), "NUL byte"),
+    "event_id too long": ((b"1", b'{"account_id": 1, "amount": 5}', [("event_id", b"x" * 600)]), "longer than 512"),
+    "two event_id headers": ((b"1", b'{"account_id": 1, "amount": 5}', [("event_id", b"p-a"), ("event_id", b"p-b")]),
+                             "more than one event_id header"),
+    "empty value": ((b"1", b"", [("event_id", b"p-1")]), "value is not JSON"),
+    "tombstone": ((b"1", None, [("event_id", b"p-1")]), "value is empty"),
+    "value not UTF-8": ((b"1", b"\xff\xfe{}", [("event_id", b"p-1")]), "value is not JSON"),
+    "nested 10,000 deep": ((b"1", b"[" * 10_000 + b"]" * 10_000, [("event_id", b"p-1")]), "nested too deep"),
+    "amount a bool": ((b"1", b'{"account_id": 1, "amount": true}', [("event_id", b"p-1")]),
+                      "amount must be an integer, got bool"),
+    "amount 0": ((b"1", b'{"account_id": 1, "amount": 0}', [("event_id", b"p-1")]), "amount 0 is outside"),
+    "amount negative": ((b"1", b'{"account_id": 1, "amount": -5}', [("event_id", b"p-1")]), "is outside"),
+    "amount 2^63": ((b"1", b'{"account_id": 1, "amount": 9223372036854775808}', [("event_id", b"p-1")]),
+                    "is outside"),
+    "a credit that overflows its balance": ((b"2", b'{"account_id": 2, "amount": 100}', [("event_id", b"p-big")]),
+                                            "the database refused it: bigint out of range"),
 }
+FULL_ACCOUNT = 2  # its balance sits 10 below bigint's maximum, so a credit of 100 overflows it
 
 
 @pytest.mark.post
 def test_every_kind_of_poison_goes_to_dlq_with_its_reason_and_the_consumer_goes_on(topic, group, dsn, conn):
     # One consumer through every kind in a row (one partition: key b"1" and b"9" alike), then
     # a good credit: each poison is parked with its reason, source, key, value and headers.
+    conn.execute("UPDATE accounts SET balance = 9223372036854775797 WHERE id = %s", (FULL_ACCOUNT,))
     send(topic, [poison for poison, _ in POISON.values()] + [credit("good-1")])
     with consuming(topic, group, dsn):
         drained(group, topic)
@@ -66,6 +88,26 @@ def test_every_kind_of_poison_goes_to_dlq_with_its_reason_and_the_consumer_goes_
     # The good message after them was applied; the poison left no trace in the database.
     assert conn.execute("SELECT event_id, amount FROM ledger").fetchall() == [("good-1", 100)]
     assert conn.execute("SELECT message_id FROM processed_messages").fetchall() == [("good-1",)]
+    assert conn.execute("SELECT balance FROM accounts WHERE id = %s", (FULL_ACCOUNT,)).fetchone()[0] == 2**63 - 11
+
+
+def test_a_poison_message_too_large_for_the_dlq_is_parked_as_a_reference(topic, group, dsn, conn):
+    """A value the broker took (its limit is 1,048,588 bytes) that the dead-letter producer may not
+    send (message.max.bytes, 1,000,000): the dead letter says where the message is, its size and
+    its hash, and the consumer goes on."""
+    value = b'{"padding": "' + b"x" * 1_010_000 + b'"}'  # poison (no account_id), past the DLQ producer's 1 MB
+    producer = make_producer(**{"message.max.bytes": 1_048_576})
+    producer.produce(topic, key=b"1", value=value, headers=[("event_id", b"p-huge")])
+    assert producer.flush(30) == 0
+    send(topic, [credit("good-after")])
+    with consuming(topic, group, dsn):
+        drained(group, topic)
+    parked = read_all(topic + ".dlq", 1)[0]
+    reference, headers = json.loads(parked.value()), dict(parked.headers())
+    assert reference == {"parked_as": "reference", "bytes": len(value), "sha256": hashlib.sha256(value).hexdigest(),
+                         "headers": 1}
+    assert headers["dlq_source"] == f"{topic}/0/0".encode() and b"no account_id" in headers["dlq_reason"]
+    assert conn.execute("SELECT event_id FROM ledger").fetchall() == [("good-after",)]
 
 
 @pytest.mark.post

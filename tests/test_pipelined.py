@@ -7,6 +7,7 @@ import pytest
 from helpers import (
     POISONED_BATCH,
     holding_credit,
+    hostile_batch_is_handled,
     read_all,
     run_threads,
     run_until_drained,
@@ -108,6 +109,12 @@ def test_poison_inside_a_batch_goes_to_dlq_before_the_offsets_move(connections, 
     reasons = sorted(dict(m.headers())["dlq_reason"].decode() for m in read_all(topic + ".dlq", 2))
     assert reasons[0] == "unknown account 9999" and reasons[1].startswith("value is not JSON")
     assert per_id(conn) == {"g-1": 1, "g-2": 1}
+
+
+@pytest.mark.parametrize("connections", [1, 2])
+def test_a_hostile_batch_parks_each_bad_copy_alone_and_applies_the_rest_once(connections, topic, group, dsn, conn):
+    hostile_batch_is_handled(consume_pipelined.run_pipelined, topic, group, dsn, conn, batch=10,
+                             connections=connections)
 
 
 @pytest.mark.slow

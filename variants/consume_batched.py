@@ -72,15 +72,17 @@ def handle_batch(conn: psycopg.Connection, events: list[tuple[str, dict]], apply
     Events for accounts that do not exist are returned as rejected (event_id,
     event, reason), unclaimed, for the dead-letter topic.
     """
-    first_copy = {}
-    for event_id, event in events:
-        first_copy.setdefault(event_id, event)
     with conn.transaction():
-        wanted = sorted({event["account_id"] for event in first_copy.values()})
+        wanted = sorted({event["account_id"] for _, event in events})
         known = {row[0] for row in conn.execute("SELECT id FROM accounts WHERE id = ANY(%b)", (wanted,))}
-        rejected = [(eid, ev, f"unknown account {ev['account_id']}") for eid, ev in first_copy.items()
+        # Each copy is judged on its own: a bad copy of an ID is rejected, a good one of the same ID is not.
+        rejected = [(eid, ev, f"unknown account {ev['account_id']}") for eid, ev in events
                     if ev["account_id"] not in known]
-        candidates = sorted(eid for eid, ev in first_copy.items() if ev["account_id"] in known)
+        first_copy = {}
+        for event_id, event in events:
+            if event["account_id"] in known:
+                first_copy.setdefault(event_id, event)
+        candidates = sorted(first_copy)
         claimed = {row[0] for row in conn.execute(
             "INSERT INTO processed_messages (consumer, message_id) "
             "SELECT %s, id FROM unnest(%b::text[]) AS id ORDER BY id "
@@ -114,13 +116,25 @@ def process_batch(conn: psycopg.Connection, messages: list[Message], dead_letter
             events.append((checked_event_id(msg), parse_event(msg.value()), msg))
         except PoisonMessage as e:
             poison.append((msg, e.reason))
-    applied, rejected = handle_batch(conn, [(eid, ev) for eid, ev, _ in events], apply_batch)
+    try:
+        applied, rejected = handle_batch(conn, [(eid, ev) for eid, ev, _ in events], apply_batch)
+    except (psycopg.DataError, psycopg.IntegrityError):
+        # The database refused a value (a balance past bigint): the batch rolled back whole. Each
+        # event again in a transaction of its own, so the refused one is parked alone.
+        applied, rejected = [], []
+        for eid, ev, _ in events:
+            try:
+                one_applied, one_rejected = handle_batch(conn, [(eid, ev)], apply_batch)
+            except (psycopg.DataError, psycopg.IntegrityError) as e:
+                one_applied, one_rejected = [], [(eid, ev, f"the database refused it: {str(e).splitlines()[0]}")]
+            applied += one_applied
+            rejected += one_rejected
     applied_ids = {eid for eid, _ in applied}
-    rejected_reasons = {eid: reason for eid, _, reason in rejected}
+    rejected_reasons = {id(ev): reason for _, ev, reason in rejected}  # per copy, not per ID
     skipped = 0
-    for eid, _, msg in events:
-        if eid in rejected_reasons:
-            poison.append((msg, rejected_reasons[eid]))
+    for eid, ev, msg in events:
+        if id(ev) in rejected_reasons:
+            poison.append((msg, rejected_reasons[id(ev)]))
         elif eid in applied_ids:
             applied_ids.discard(eid)  # a repeat of the same ID later in the batch is a skip
         else:

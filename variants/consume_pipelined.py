@@ -98,7 +98,8 @@ class Batch:
         self.messages = messages
         self.events: dict[str, dict] = {}
         self.poison: list[tuple[Message, str]] = []
-        self.ids_of: list[tuple[Message, str]] = []  # each valid message with its event ID, in order
+        self.ids_of: list[tuple[Message, str, dict]] = []  # each valid message, its ID and event, in order
+        self.copies: dict[str, list[dict]] = {}  # every copy of each ID, in order
         for msg in messages:
             try:
                 event_id, event = checked_event_id(msg), parse_event(msg.value())
@@ -106,9 +107,10 @@ class Batch:
                 self.poison.append((msg, e.reason))
                 continue
             self.events.setdefault(event_id, event)
-            self.ids_of.append((msg, event_id))
+            self.copies.setdefault(event_id, []).append(event)
+            self.ids_of.append((msg, event_id, event))
         self.applied: set[str] = set()
-        self.rejected: set[str] = set()
+        self.bad: dict[int, str] = {}  # id() of a copy the statement could not apply -> why
 
 
 def claim_and_credit(conn: psycopg.Connection, events: dict[str, dict],
@@ -124,19 +126,56 @@ def claim_and_credit(conn: psycopg.Connection, events: dict[str, dict],
     return {i for i, applied in rows if applied}, {i for i, applied in rows if not applied}
 
 
+REFUSED = (psycopg.DataError, psycopg.IntegrityError)  # the server refused a value: no retry can fix it
+
+
+def claim_and_credit_each(conn: psycopg.Connection, events: dict[str, dict]) -> tuple[set, set, dict]:
+    """claim_and_credit, and if the server refused the batch's values, each event in a statement
+    of its own: (applied, unknown accounts' IDs, {refused ID: why})."""
+    try:
+        return (*claim_and_credit(conn, events), {})
+    except REFUSED:
+        applied, rejected, refused = set(), set(), {}
+        for event_id, event in events.items():
+            try:
+                one_applied, one_rejected = claim_and_credit(conn, {event_id: event})
+            except REFUSED as e:
+                refused[event_id] = f"the database refused it: {str(e).splitlines()[0]}"
+                continue
+            applied |= one_applied
+            rejected |= one_rejected
+        return applied, rejected, refused
+
+
 def run_statement(conn: psycopg.Connection, batch: Batch, work=None) -> Batch:
+    """The batch's statement. A copy that could not be applied (an unknown account, a value the
+    server refused) is marked bad, and the next copy of its ID, if any, gets a statement of its own."""
     if work is not None:
         work(batch.events)  # the lab's handler time (a sleep, a stall), outside the statement
-    batch.applied, batch.rejected = claim_and_credit(conn, batch.events)
+    batch.applied, batch.bad = set(), {}
+    pending, tried = dict(batch.events), dict.fromkeys(batch.events, 0)
+    while pending:
+        applied, rejected, refused = claim_and_credit_each(conn, pending)
+        batch.applied |= applied
+        for event_id in rejected:
+            batch.bad[id(pending[event_id])] = f"unknown account {pending[event_id]['account_id']}"
+        for event_id, reason in refused.items():
+            batch.bad[id(pending[event_id])] = reason
+        retry = {}
+        for event_id in (*rejected, *refused):
+            tried[event_id] += 1
+            if tried[event_id] < len(batch.copies[event_id]):
+                retry[event_id] = batch.copies[event_id][tried[event_id]]
+        pending = retry
     return batch
 
 
 def finish(batch: Batch, dead_letters, consumer, commit: bool) -> None:
     """After the statement: log skips, dead-letter the poison durably, then commit the offsets."""
     applied = set(batch.applied)
-    for msg, event_id in batch.ids_of:
-        if event_id in batch.rejected:
-            batch.poison.append((msg, f"unknown account {batch.events[event_id]['account_id']}"))
+    for msg, event_id, event in batch.ids_of:
+        if id(event) in batch.bad:
+            batch.poison.append((msg, batch.bad[id(event)]))
         elif event_id in applied:
             applied.discard(event_id)  # a repeat of the same ID later in the batch is a skip
         else:
