@@ -60,7 +60,7 @@ def run_once(variant: str, run: int, config: dict) -> dict:
             stalls = nemesis.stall_count(config["events"], config["slow_every"])
             deadline = 300.0 + stalls * config["slow_seconds"] + config["events"] * config["work_ms"] / 1000
             # recovery: the same workers run on until all is applied and still
-            settle_s = harness.settle(workers, space.admin, config["events"], deadline, space.group, space.topic)
+            recovery = harness.settle(workers, space.admin, config["events"], deadline, space.group, space.topic)
         finally:
             for worker in workers:
                 worker.stop()
@@ -75,7 +75,8 @@ def run_once(variant: str, run: int, config: dict) -> dict:
             **verdict, "order_violations": order, "skipped": counts.get("skipped", 0),
             "commit_failed": checker.failures(counts),
             **checker.handover_fields(moves), "first_eviction": checker.first_eviction(timeline, credits),
-            "settle_s": settle_s, "wall_s": round(time.monotonic() - started, 1), "examples": examples}
+            "settle_s": recovery.seconds, "settled": recovery.settled, "crashed": recovery.crashed,
+            "wall_s": round(time.monotonic() - started, 1), "examples": examples}
 
 
 def summarise(runs: list[dict]) -> dict:

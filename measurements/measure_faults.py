@@ -76,7 +76,7 @@ def run_once(fault: str, variant: str, run: int, config: dict) -> dict:
                 fault_log = nemesis.fault_schedule(fault, space, ns, config, f"{fault} {variant} run {run}",
                                                    in_handler=workers[0] if in_handler else None)
                 settle = {"deadline_s": 600.0, "group": space.group, "topic": space.topic}
-            settle_s = harness.settle(workers, space.admin, config["events"], **settle)
+            recovery = harness.settle(workers, space.admin, config["events"], **settle)
         finally:
             for worker in workers:
                 worker.stop()
@@ -94,7 +94,8 @@ def run_once(fault: str, variant: str, run: int, config: dict) -> dict:
             "restarted": counts.get("restarted", 0), "reconnected": counts.get("reconnected", 0),
             "commit_failed": checker.failures(counts, "ack_failed" if share else "commit_failed"),
             "resume_s": results.stats(f["resume_s"] for f in fault_log) if fault_log else None,
-            "settle_s": settle_s, "wall_s": round(time.monotonic() - started, 1), "fault_log": fault_log,
+            "settle_s": recovery.seconds, "settled": recovery.settled, "crashed": recovery.crashed,
+            "wall_s": round(time.monotonic() - started, 1), "fault_log": fault_log,
             "timeline": checker.credit_timeline(credits, windows, began)}
 
 

@@ -69,7 +69,7 @@ def run_once(variant: str, run: int, config: dict) -> dict:
             messages, partitions = copies_of(events, config["copies"], config["partitions"], seed)
             harness.produce_events(space.topic, messages, partitions=partitions)
             # recovery, then the checker
-            settle_s = harness.settle(
+            recovery = harness.settle(
                 consumers + relays, space.admin, config["events"], 600.0, space.group, space.topic,
                 applied=harness.provider_applied if mode else harness.ledger_applied,
                 pending=harness.external_pending if mode else None, tolerate_exits=True)
@@ -86,7 +86,8 @@ def run_once(variant: str, run: int, config: dict) -> dict:
             "retried_by_cause": checker.failures(counts, "retried"), "died": len(dead),
             "died_of": [{"exit": w.proc.returncode, "last_lines": w.log_tail().splitlines()[-3:]} for w in dead],
             "died_of_deadlock": counts["died_of_deadlock"], "skipped": counts["skipped"],
-            "settle_s": settle_s, "wall_s": round(time.monotonic() - started, 1)}
+            "settle_s": recovery.seconds, "settled": recovery.settled, "crashed": recovery.crashed,
+            "wall_s": round(time.monotonic() - started, 1)}
 
 
 def summarise(runs: list[dict]) -> dict:
