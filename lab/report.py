@@ -11,6 +11,7 @@ results/post-figures.json); `--check` fails when the README is out of date.
 import json
 import re
 import statistics
+import subprocess
 import sys
 
 from lab import charts, cli, results
@@ -92,7 +93,29 @@ def totals_rows(summary: dict, names: dict, cells) -> list[list]:
 def provenance(doc: dict) -> str:
     m, v = doc["machine"], doc["versions"]
     return (f"{m['cores']} cores, {m['memory_gib']} GiB; Kafka {v['kafka']}, PostgreSQL {v['postgresql']}, "
-            f"confluent-kafka {v['confluent_kafka']} (librdkafka {v['librdkafka']})")
+            f"confluent-kafka {v['confluent_kafka']} (librdkafka {v['librdkafka']}); {measured_by(doc)}")
+
+
+# The files a figure depends on: the consumers, the worker that runs them, the lab that kills and
+# counts, and the measurement itself (added per file). A change to any of them after a run flags it.
+CONSUMER_AND_HARNESS = ("consume.py", "publish.py", "schema.sql", "variants", "lab/worker.py", "lab/harness.py",
+                        "lab/nemesis.py", "lab/checker.py")
+
+
+def measured_by(doc: dict) -> str:
+    """Which code the runs of a results file come from, and whether it has changed since."""
+    commits = sorted({r.get("commit") or "" for r in doc["runs"]})
+    if commits == [""]:
+        return "code: not recorded (measured before runs named their commit)"
+    dirty = any(r.get("dirty") for r in doc["runs"])
+    named = ", ".join(c or "not recorded" for c in commits) + (" with local changes" if dirty else "")
+    script = f"{doc['harness']}.py" if (ROOT / f"{doc['harness']}.py").exists() else f"measurements/{doc['harness']}.py"
+    changed = set()
+    for commit in filter(None, commits):
+        diff = subprocess.run(["git", "-C", str(ROOT), "diff", "--name-only", commit, "HEAD", "--",
+                               *CONSUMER_AND_HARNESS, script], capture_output=True, text=True)
+        changed |= set(diff.stdout.split()) if diff.returncode == 0 else {f"(commit {commit} unknown here)"}
+    return f"code: commit {named}" + (f"; **changed since: {', '.join(sorted(changed))}**" if changed else "")
 
 
 def kill_section() -> str:
