@@ -23,13 +23,12 @@ import threading
 import psycopg
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer
 
-from publish import ensure_topic, make_producer
+from publish import ensure_topic, make_producer, send_durably
 
 DSN = os.environ.get("CONSUMER_DSN", "postgresql://inbox_consumer:inbox_consumer@localhost:55432/consumer")
 BROKERS = os.environ.get("KAFKA_BROKERS", "localhost:59092")
 CONSUMER_NAME = "wallet-credits"  # the inbox key's first half: each consumer remembers its own IDs
 MAX_EVENT_ID_BYTES = 512  # far above any UUID; a B-tree entry has a hard size limit
-DEAD_LETTER_TIMEOUT_S = 30.0
 log = logging.getLogger("consume")
 
 # The lines the lab counts, printed here and nowhere else (lab/harness.py parses them).
@@ -81,12 +80,8 @@ def event_id_of(msg: Message) -> str | None:
 def run(topic: str, group: str, apply=credit_account, *, handle=handle_once, stop: threading.Event | None = None,
         after_db_commit=None, rebalance_callbacks: dict | None = None, dsn: str | None = None, **overrides) -> None:
     """Consume `topic` as `group`: each message to a durable outcome, then its offset commit.
-
-    `overrides` are librdkafka settings. The rest is for the lab, which drives this loop:
-    `stop` ends it; `handle` replaces handle_once (variants without the inbox);
-    `after_db_commit(msg, outcome)` runs between the two commits, where a crash hurts most;
-    `rebalance_callbacks` go to subscribe(); `dsn` replaces CONSUMER_DSN.
-    A lost database raises out of here with no offset moved past unapplied work."""
+    `overrides` are librdkafka settings; the rest is for the lab, which drives this loop (README,
+    "consume.py beside the post's listing"). A lost database raises, no offset past unapplied work."""
     ensure_topic(dead_letter_topic(topic))
     with psycopg.connect(dsn or DSN, autocommit=True, connect_timeout=10) as conn:
         consumer = Consumer(consumer_config(group, **overrides))
@@ -126,10 +121,6 @@ class PoisonMessage(Exception):
     def __init__(self, reason: str):
         super().__init__(reason)
         self.reason = reason
-
-
-class DeadLetterFailed(Exception):
-    """The broker did not confirm a dead letter, so the offset must not move past it."""
 
 
 def checked_event_id(msg: Message) -> str:
@@ -206,18 +197,6 @@ def dead_letter(producer: Producer, msg: Message, reason: str) -> None:
         reference = {"parked_as": "reference", "bytes": len(value), "sha256": hashlib.sha256(value).hexdigest(),
                      "headers": len(msg.headers() or ())}
         send_durably(producer, topic, None, json.dumps(reference).encode(), source)
-
-
-def send_durably(producer: Producer, topic: str, key, value, headers) -> None:
-    """Produce one record and wait for the broker's answer: KafkaException if it refused (or the
-    client did), DeadLetterFailed if no answer came in time."""
-    outcome = []
-    producer.produce(topic, key=key, value=value, headers=headers, on_delivery=lambda err, _msg: outcome.append(err))
-    producer.flush(DEAD_LETTER_TIMEOUT_S)
-    if not outcome:  # no answer in time: the offset must not move past this message
-        raise DeadLetterFailed(f"no answer from the broker for the dead letter within {DEAD_LETTER_TIMEOUT_S:g}s")
-    if outcome[0] is not None:
-        raise KafkaException(outcome[0])
 
 
 def commit_offset(consumer: Consumer, msg: Message) -> bool:

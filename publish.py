@@ -53,6 +53,18 @@ def ensure_topic(name: str, partitions: int = 1, timeout_s: float = 30.0) -> Non
             raise
 
 
+def send_durably(producer: Producer, topic: str, key, value, headers, timeout_s: float = 30.0) -> None:
+    """Produce one record and wait for the broker's answer: KafkaException if it (or the client)
+    refused it, TimeoutError if no answer came in time. consume.py parks dead letters with it."""
+    outcome = []
+    producer.produce(topic, key=key, value=value, headers=headers, on_delivery=lambda err, _msg: outcome.append(err))
+    producer.flush(timeout_s)
+    if not outcome:
+        raise TimeoutError(f"no answer from the broker for a record to {topic} within {timeout_s:g}s")
+    if outcome[0] is not None:
+        raise KafkaException(outcome[0])
+
+
 def demo_event(n: int) -> tuple[str, dict]:
     """The n-th demo credit: 100 accounts, amounts 1..10, IDs evt-1, evt-2, ..."""
     return f"evt-{n}", {"account_id": n % 100 + 1, "amount": n % 10 + 1}
