@@ -112,7 +112,7 @@ def measured_by(doc: dict) -> str:
     script = f"{doc['harness']}.py" if (ROOT / f"{doc['harness']}.py").exists() else f"measurements/{doc['harness']}.py"
     changed = set()
     for commit in filter(None, commits):
-        diff = subprocess.run(["git", "-C", str(ROOT), "diff", "--name-only", commit, "HEAD", "--",
+        diff = subprocess.run(["git", "-C", str(ROOT), "diff", "--name-only", commit, "--",  # to the tree as it is
                                *CONSUMER_AND_HARNESS, script], capture_output=True, text=True)
         changed |= set(diff.stdout.split()) if diff.returncode == 0 else {f"(commit {commit} unknown here)"}
     return f"code: commit {named}" + (f"; **changed since: {', '.join(sorted(changed))}**" if changed else "")
