@@ -15,13 +15,13 @@ DRAIN_S = 60
 
 
 @contextlib.contextmanager
-def consuming(topic, group, dsn):
-    """consume.run in a thread, stopped and closed on exit."""
+def consuming(topic, group, dsn, run=None, **options):
+    """consume.run (or another variant's loop, `run`) in a thread, stopped and closed on exit."""
     stop, errors = threading.Event(), []
 
     def target():
         try:
-            consume.run(topic, group, dsn=dsn, stop=stop)
+            (run or consume.run)(topic, group, dsn=dsn, stop=stop, **options)
         except Exception as e:  # re-raised in the test below
             errors.append(e)
 

@@ -10,6 +10,7 @@ from helpers import DRAIN_S, consuming, drained, read_all, send
 import consume
 from lab import harness, worker
 from publish import make_producer, publish
+from variants import consume_offsets, consume_parallel
 
 
 def credit(event_id, account=1, amount=100):
@@ -70,11 +71,23 @@ FULL_ACCOUNT = 2  # its balance sits 10 below bigint's maximum, so a credit of 1
 
 @pytest.mark.post
 def test_every_kind_of_poison_goes_to_dlq_with_its_reason_and_the_consumer_goes_on(topic, group, dsn, conn):
+    every_kind_of_poison_is_parked(topic, group, dsn, conn)
+
+
+@pytest.mark.parametrize("variant", ["k", "o"])
+def test_every_kind_of_poison_is_parked_by_the_other_one_at_a_time_variants(variant, topic, group, dsn, conn):
+    """k's lanes and o's offsets-in-the-inbox loop share consume.process: the same battery."""
+    runs = {"k": (consume_parallel.run_parallel, {"lanes": 4}), "o": (consume_offsets.run_with_offsets, {})}
+    run, options = runs[variant]
+    every_kind_of_poison_is_parked(topic, group, dsn, conn, run, **options)
+
+
+def every_kind_of_poison_is_parked(topic, group, dsn, conn, run=None, **options):
     # One consumer through every kind in a row (one partition: key b"1" and b"9" alike), then
     # a good credit: each poison is parked with its reason, source, key, value and headers.
     conn.execute("UPDATE accounts SET balance = 9223372036854775797 WHERE id = %s", (FULL_ACCOUNT,))
     send(topic, [poison for poison, _ in POISON.values()] + [credit("good-1")])
-    with consuming(topic, group, dsn):
+    with consuming(topic, group, dsn, run, **options):
         drained(group, topic)
     parked = {int(dict(m.headers())["dlq_source"].decode().rsplit("/", 1)[1]): m
               for m in read_all(topic + ".dlq", len(POISON))}
