@@ -302,9 +302,10 @@ def estimate(plan: list[dict], todo: int, config: dict, committed: dict | None) 
         return "no estimate: the committed runs do not say how long they took"
     both = "events" in config and "events" in committed["config"]
     scale = config["events"] / committed["config"]["events"] if both else 1.0
-    minutes = statistics.median(times) * scale * todo / 60
-    return (f"about {minutes:.0f} minutes for {todo} runs (the committed runs took {statistics.median(times):.0f} s "
-            f"each{', scaled to your --events' if scale != 1 else ''})")
+    minutes = max(1, round(statistics.median(times) * scale * todo / 60))
+    scaled = ", scaled to your --events" if scale != 1 else ""
+    return (f"about {minutes} minute{'s' if minutes > 1 else ''} for {todo} run{'s' if todo > 1 else ''} (the "
+            f"committed runs took {statistics.median(times):.0f} s each{scaled})")
 
 
 def compare(document: dict, committed_path: Path | None, table, post_lines=None) -> None:
