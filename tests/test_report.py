@@ -40,3 +40,11 @@ def test_a_chart_knows_when_its_results_changed(tmp_path, monkeypatch):
     changed = (report.RESULTS / "external.json").read_text().replace('"runs": 5', '"runs": 6', 1)
     (tmp_path / "external.json").write_text(changed)
     assert charts.stale() == ["external.png (out of date)"]
+
+
+def test_a_section_names_the_code_its_runs_came_from_and_flags_what_changed_since():
+    before_the_move = {"harness": "measure_kill", "runs": [{"commit": "98bf50c", "dirty": False}]}
+    said = report.measured_by(before_the_move)
+    assert said.startswith("code: commit 98bf50c; **changed since: ") and "consume.py" in said
+    assert report.measured_by({"harness": "measure_kill", "runs": [{}]}).startswith("code: not recorded")
+    assert "unknown here" in report.measured_by({"harness": "measure_kill", "runs": [{"commit": "0" * 12}]})
