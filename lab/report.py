@@ -702,13 +702,17 @@ def claims_section() -> str:
     kill = need("kill.json")
     rows = []
 
-    def kill_row(claim, variant, field, holds):
-        mine, theirs = per_run(runs_of(kill, variant=variant), field), post["kill"]["variants"][variant][field]
-        rows.append([claim, f"{spread(theirs)} a run", f"{spread(mine)} a run", "holds" if holds(mine) else "differs"])
+    def kill_row(claim, variant, field):
+        """A claim that `field` happens under hard kills: it holds in the runs where it did."""
+        runs = runs_of(kill, variant=variant)
+        mine, theirs = per_run(runs, field), post["kill"]["variants"][variant][field]
+        seen = sum(r[field] > 0 for r in runs)
+        verdict = "holds" if seen == len(runs) else f"holds in {seen} of {len(runs)} runs" if seen else "differs"
+        rows.append([claim, f"{spread(theirs)} a run", f"{spread(mine)} a run", verdict])
 
-    kill_row("Auto-commit (a1) duplicates after hard kills", "a1", "duplicates", lambda s: s["min"] > 0)
-    kill_row("Auto-commit in batches (a2) loses messages", "a2", "lost", lambda s: s["min"] > 0)
-    kill_row("Committing after the database (b) still duplicates on a kill", "b", "duplicates", lambda s: s["max"] > 0)
+    kill_row("Auto-commit (a1) duplicates after hard kills", "a1", "duplicates")
+    kill_row("Auto-commit in batches (a2) loses messages", "a2", "lost")
+    kill_row("Committing after the database (b) still duplicates on a kill", "b", "duplicates")
     c = runs_of(kill, variant="c")
     c_dup, c_lost = sum(r["duplicates"] for r in c), sum(r["lost"] for r in c)
     rows.append(["The inbox (c): no duplicate, no loss in 100 kills", "0 duplicates, 0 lost in 100 kills",
