@@ -79,12 +79,15 @@ def main(argv: list[str]) -> int:
     ensure_topic(DEMO_TOPIC, partitions=6)
     producer, failed = make_producer(), []
     for n in range(1, count + 1):
-        while True:
+        for _ in range(120):  # 60 s at most for room in the local queue
             try:
                 publish(producer, DEMO_TOPIC, *demo_event(n), on_delivery=lambda err, _m: err and failed.append(err))
                 break
             except BufferError:  # the local queue is full: let deliveries drain it
                 producer.poll(0.5)
+        else:
+            print("publish.py: the producer's local queue stayed full for 60 s: is the broker up?", file=sys.stderr)
+            return 1
         producer.poll(0)
     unacknowledged = producer.flush(60)
     acked = count - len(failed) - unacknowledged

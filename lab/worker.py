@@ -113,7 +113,8 @@ def supervised(stop: threading.Event, run_once) -> None:
             run_once()
             return
         except psycopg.errors.TransactionRollback:
-            raise  # a deadlock or serialization failure is not a lost database: c never meets one
+            raise  # a deadlock or serialization failure is no lost database: not restarted; the harness
+            # records the worker's exit as a crash
         except psycopg.OperationalError as e:
             now = time.monotonic()
             if now - started > 10:  # it had been running: a new outage, not the same one

@@ -1,6 +1,7 @@
 """docker-compose.yml describes the same services as stack.py. No Docker engine runs
 here, so this reads the file: versions, ports, credentials and broker settings. The
 compose file serves the default settings, so those are compared, whatever the env says."""
+import os
 import re
 from pathlib import Path
 
@@ -58,6 +59,11 @@ def test_same_roles():
     assert "- ./lab/roles.sql:/docker-entrypoint-initdb.d/roles.sql:ro" in COMPOSE
     roles_sql = (ROOT / "lab" / "roles.sql").read_text()
     assert conninfo_to_dict(DEFAULT_DSN)["user"] == "inbox_consumer"
+    # the post's files read their own defaults, as in the post: they must be the lab's
+    import consume
+    import publish
+    assert consume.DSN == DEFAULT_DSN or "CONSUMER_DSN" in os.environ
+    assert consume.BROKERS == publish.BROKERS == DEFAULT_BROKERS or "KAFKA_BROKERS" in os.environ
     for role in ROLES:
         assert f"'{role}'" in roles_sql, role
 
