@@ -40,10 +40,13 @@ def run_once(variant: str, run: int, config: dict) -> dict:
         harness.produce_events(space.topic, events)
 
         # nemesis: the seeded kill schedule
-        def after_kill(k, life, worker, _exit_code):
+        def after_kill(k, life, worker, exit_code):
             rows = harness.ledger_count(space.admin)
-            results.progress(f"{variant} run {run}: kill {k} of {config['kills']}, ledger rows {rows}")
-            return {"kill": k, "life_s": life, "ledger_rows": rows, "counts": dict(worker.counts)}
+            results.progress(f"{variant} run {run}: kill {k} of {config['kills']}, ledger rows {rows}"
+                             + (f" (it had exited by itself, code {exit_code})" if exit_code is not None else ""))
+            # A worker that exited before its kill was not killed: that is a crash, kept apart.
+            return {"kill": k, "life_s": life, "ledger_rows": rows, "exit_code": exit_code,
+                    "counts": dict(worker.counts)}
 
         kill_log = nemesis.kill_loop(
             nemesis.kill_schedule(seed, config["kills"], config["life"]),
@@ -59,7 +62,8 @@ def run_once(variant: str, run: int, config: dict) -> dict:
         order = harness.order_of(events, space.admin)
     skipped = sum(entry["counts"].get("skipped", 0) for entry in kill_log) + recovery["counts"].get("skipped", 0)
     return {"variant": variant, "run": run, "seed": seed, "events": config["events"],
-            "kills": len(kill_log), **verdict, "order_violations": order, "skipped": skipped,
+            "kills": sum(entry["exit_code"] is None for entry in kill_log),
+            "crashes": [entry["exit_code"] for entry in kill_log if entry["exit_code"] is not None], **verdict, "order_violations": order, "skipped": skipped,
             "recovery_s": recovery["recovery_s"],
             "wall_s": round(time.monotonic() - started, 1), "kill_log": kill_log}
 
@@ -80,8 +84,9 @@ def table(summary: dict) -> str:
 
 def verdict_line(r: dict) -> str:
     exact = "balances exact" if r["balances_exact"] else "balances WRONG"
+    crashed = f", {len(r['crashes'])} exited by themselves (codes {r['crashes']})" if r.get("crashes") else ""
     return (f"{r['variant']} run {r['run']}: {r['duplicates']} duplicates, {r['lost']} lost, {exact} "
-            f"({r['kills']} kills, {r['events']} events, {r['wall_s']:g}s)")
+            f"({r['kills']} kills{crashed}, {r['events']} events, {r['wall_s']:g}s)")
 
 
 NAMES = {"a1": "auto-commit consumer (a1)", "a2": "batched auto-commit consumer (a2)",

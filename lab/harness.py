@@ -677,6 +677,7 @@ WORKER_FLAGS = {
     "window": ("--window", {"k"}),
     "policy": ("--policy", {"ext"}),
     "lease_s": ("--lease-s", {"ext"}),
+    "crash_after": ("--crash-after", {"b", "c", "d", "k", "o", "p"}),  # a test's planted crash, by event ID
 }
 
 

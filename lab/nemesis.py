@@ -384,8 +384,10 @@ def share_lock_members(space, variant: str, run: int, config: dict, events: list
     return harness.start_workers(f"share-{variant}", space, f"faults-share-lock-{variant}-r{run}", args, count=2)
 
 
-def fault_schedule(fault: str, space, ns, config: dict, label: str, in_handler=None) -> list[dict]:
-    """The fault schedule: --faults of them, --every-s apart, each healed and followed by a credit.
+def fault_schedule(fault: str, space, ns, config: dict, label: str, in_handler=None, alive=lambda: True) -> list[dict]:
+    """The fault schedule: --faults of them, --every-s apart, each healed and followed by a credit,
+    unless `alive()` turns False first (every worker has exited: the schedule ends there, and
+    the recovery phase counts what is missing as lost; resume_s is then None).
     `in_handler` (a Worker): each fault lands instead while that worker is inside a handler,
     stalled (--slow-every), i.e. before the credit it is handling is written and its offset
     committed: a zombie by construction rather than by chance, as long as the stall outlasts
@@ -403,10 +405,14 @@ def fault_schedule(fault: str, space, ns, config: dict, label: str, in_handler=N
         healed, rows_before = time.monotonic(), harness.ledger_count(space.admin)
         window = [hit, time.time()]
         harness.wait_until(lambda before=rows_before: harness.ledger_count(space.admin) > before or
-                           harness.distinct_applied(space.admin) >= config["events"], 300,
+                           harness.distinct_applied(space.admin) >= config["events"] or not alive(), 300,
                            f"a credit after {fault} {k}", interval_s=0.1)
+        resumed = harness.ledger_count(space.admin) > rows_before or harness.distinct_applied(space.admin) >= config["events"]
         # resume_s: from the end of the outage (healed, or the service back) to the next credit
-        fault_log.append({"fault": k, "outage_s": round(outage, 2), "resume_s": round(time.monotonic() - healed, 2),
-                          "window": window})
-        results.progress(f"{label}: fault {k} of {config['faults']}, ledger rows {harness.ledger_count(space.admin)}")
+        fault_log.append({"fault": k, "outage_s": round(outage, 2),
+                          "resume_s": round(time.monotonic() - healed, 2) if resumed else None, "window": window})
+        results.progress(f"{label}: fault {k} of {config['faults']}, ledger rows {harness.ledger_count(space.admin)}"
+                         + ("" if resumed else ", and every worker has exited"))
+        if not resumed:
+            break
     return fault_log

@@ -165,6 +165,12 @@ def kill_section() -> str:
             legend += (" (a life's kill clock starts at its first committed batch, so with large batches each "
                        f"life reads more, and the events can run out before the {doc['config']['kills']}th kill)")
         legend += "."
+    crashes = [(row, code) for row, mine in runs.items() for r in mine for code in r.get("crashes", [])]
+    if crashes:  # a life that ended before its kill: counted apart, never as a kill
+        legend += (f" {len(crashes)} lives ended by themselves before their kill and are not counted as kills: "
+                   + ", ".join(f"{row} (exit code {code})" for row, code in crashes) + ".")
+    elif all("crashes" in r for mine in runs.values() for r in mine):
+        legend += " Every life counted as a kill was ended by its SIGKILL; none exited by itself first."
     if throughput:
         t = throughput["config"]
         legend += (f" Throughput from `results/throughput.json`: {t['runs']} runs of {t['events']:,} messages per "

@@ -71,10 +71,12 @@ def run_once(variant: str, point: str, run: int, config: dict) -> dict:
             return harness.Worker(variant, space.topic, space.group, space.dsn, log_path, args + extra)
 
         if point == "kill":
-            def after_kill(k, life, worker, _exit_code):
+            def after_kill(k, life, worker, exit_code):
                 rows = harness.ledger_count(space.admin)
                 results.progress(f"{variant} run {run}: kill {k} of {config['kills']}, ledger rows {rows}")
-                return {"kill": k, "life_s": life, "ledger_rows": rows, "counts": dict(worker.counts)}
+                # exit_code: None when the kill landed; a worker that had exited by itself crashed
+                return {"kill": k, "life_s": life, "ledger_rows": rows, "exit_code": exit_code,
+                        "counts": dict(worker.counts)}
 
             fault_log = nemesis.kill_loop(
                 nemesis.kill_schedule(seed, config["kills"], config["life"]), start=start,
@@ -95,7 +97,8 @@ def run_once(variant: str, point: str, run: int, config: dict) -> dict:
         counts.update(entry["counts"])
     topic = checker.log_copies(published, committed)
     return {"variant": variant, "point": point, "run": run, "seed": seed, "events": config["events"],
-            "faults": len(fault_log), **verdict,
+            "faults": sum(entry.get("exit_code") is None for entry in fault_log),
+            "crashes": [entry["exit_code"] for entry in fault_log if entry.get("exit_code") is not None], **verdict,
             "topic_copies": topic["copies"], "topic_missing": topic["missing"], "topic_unexpected": topic["unexpected"],
             "aborted_copies": len(everything) - len(committed),
             "transactions_aborted": counts.get("aborted", 0), "skipped": counts.get("skipped", 0),

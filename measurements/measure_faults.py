@@ -74,9 +74,16 @@ def run_once(fault: str, variant: str, run: int, config: dict) -> dict:
                     if not worker.wait_first_effect(120):
                         raise RuntimeError(f"a worker applied nothing:\n{worker.log_tail()}")
                 fault_log = nemesis.fault_schedule(fault, space, ns, config, f"{fault} {variant} run {run}",
-                                                   in_handler=workers[0] if in_handler else None)
+                                                   in_handler=workers[0] if in_handler else None,
+                                                   alive=lambda: any(w.proc.poll() is None for w in workers))
                 settle = {"deadline_s": 600.0, "group": space.group, "topic": space.topic}
             recovery = harness.settle(workers, space.admin, config["events"], **settle)
+            drained = None
+            if recovery.crashed and not share:
+                # as a supervisor would (systemd's Restart=): one worker started again drains the
+                # topic, so what is lost is what the group skipped, not what nobody was left to read
+                drained = harness.recover(variant, space, deadline_s=300.0, args=args,
+                                          log_path=harness.log_dir() / f"faults-{fault}-{variant}-r{run}-again.log")
         finally:
             for worker in workers:
                 worker.stop()
@@ -93,8 +100,10 @@ def run_once(fault: str, variant: str, run: int, config: dict) -> dict:
             "skipped": counts.get("skipped", 0), "evictions": 0 if share else counts.get("evictions", 0),
             "restarted": counts.get("restarted", 0), "reconnected": counts.get("reconnected", 0),
             "commit_failed": checker.failures(counts, "ack_failed" if share else "commit_failed"),
-            "resume_s": results.stats(f["resume_s"] for f in fault_log) if fault_log else None,
-            "settle_s": recovery.seconds, "settled": recovery.settled, "crashed": recovery.crashed,
+            "resume_s": results.stats(f["resume_s"] for f in fault_log if f["resume_s"] is not None)
+            if any(f["resume_s"] is not None for f in fault_log) else None,
+            "settle_s": recovery.seconds, "settled": drained["settled"] if drained else recovery.settled,
+            "crashed": recovery.crashed, "drained_after_crash_s": drained["recovery_s"] if drained else None,
             "wall_s": round(time.monotonic() - started, 1), "fault_log": fault_log,
             "timeline": checker.credit_timeline(credits, windows, began)}
 
@@ -105,7 +114,7 @@ def summarise(runs: list[dict]) -> dict:
         runs, groups, key=lambda r: (r["fault"], r["variant"]), totals=("faults", "duplicates", "lost", "skipped"),
         # share-lock has no outage to resume from: the handler itself is the fault
         extra=lambda mine: {"fault": mine[0]["fault"], "variant": mine[0]["variant"], "resume_s": results.stats(
-            r["resume_s"]["median"] for r in mine) if mine[0]["resume_s"] else None})
+            r["resume_s"]["median"] for r in mine if r["resume_s"]) if any(r["resume_s"] for r in mine) else None})
     return {f"{fault}/{variant}": entry for (fault, variant), entry in summary.items()}
 
 

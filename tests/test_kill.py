@@ -20,3 +20,18 @@ def test_inbox_survives_hard_kills(tmp_path):
     assert (record["duplicates"], record["lost"], record["unexpected"]) == (0, 0, 0)
     assert record["balances_exact"] is True
     assert record["ledger_rows"] == 400
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("services")
+def test_a_worker_that_exits_by_itself_is_a_crash_not_a_kill():
+    # One partition, so event r1-40 comes about 0.4 s into the first life, long before its
+    # kill at 3 s: that worker exits by itself (a planted crash right after the DB commit),
+    # and the run must say so instead of counting a kill that never landed.
+    config = {"events": 300, "partitions": 1, "work_ms": 10, "kills": 2, "life": (3.0, 3.0), "seed": 7,
+              "session_timeout_ms": 2000, "crash_after": "r1-40"}
+    record = measure_kill.run_once("c", 1, config)
+    assert record["crashes"] == [3], record["kill_log"]
+    assert record["kill_log"][0]["exit_code"] == 3
+    assert record["kills"] == len(record["kill_log"]) - 1
+    assert (record["duplicates"], record["lost"], record["unexpected"]) == (0, 0, 0)
