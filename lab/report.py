@@ -98,8 +98,26 @@ def provenance(doc: dict) -> str:
 
 # The files a figure depends on: the consumers, the worker that runs them, the lab that kills and
 # counts, and the measurement itself (added per file). A change to any of them after a run flags it.
-CONSUMER_AND_HARNESS = ("consume.py", "publish.py", "schema.sql", "variants", "lab/worker.py", "lab/harness.py",
-                        "lab/nemesis.py", "lab/checker.py")
+CONSUMER_AND_HARNESS = ("consume.py", "publish.py", "schema.sql", "variants/common.py", "lab/worker.py",
+                        "lab/harness.py", "lab/nemesis.py", "lab/checker.py")
+# The files beyond those that a variant's worker runs; a variant not named here (or a file
+# whose runs name none) is checked against the whole variants/ folder.
+VARIANT_CODE = {
+    **{v: () for v in ("a1", "a2", "b", "c", "c-reconnect", "raw", "db", "db-d", "share-b", "share-c")},
+    "d": ("variants/consume_batched.py",),
+    "p": ("variants/consume_batched.py", "variants/consume_pipelined.py"),
+    "k": ("variants/consume_parallel.py",),
+    "o": ("variants/consume_offsets.py",),
+    **{v: ("variants/consume_eos.py",) for v in ("e", "f")},
+}
+
+
+def code_of(runs: list[dict]) -> tuple[str, ...]:
+    """The consumer and harness files that a results file's figures depend on."""
+    named = {r.get("variant") for r in runs}
+    if not named <= set(VARIANT_CODE):
+        return (*CONSUMER_AND_HARNESS, "variants")
+    return (*CONSUMER_AND_HARNESS, *sorted({path for v in named for path in VARIANT_CODE[v]}))
 
 
 def measured_by(doc: dict) -> str:
@@ -113,7 +131,7 @@ def measured_by(doc: dict) -> str:
     changed = set()
     for commit in filter(None, commits):
         diff = subprocess.run(["git", "-C", str(ROOT), "diff", "--name-only", commit, "--",  # to the tree as it is
-                               *CONSUMER_AND_HARNESS, script], capture_output=True, text=True)
+                               *code_of(doc["runs"]), script], capture_output=True, text=True)
         changed |= set(diff.stdout.split()) if diff.returncode == 0 else {f"(commit {commit} unknown here)"}
     return f"code: commit {named}" + (f"; **changed since: {', '.join(sorted(changed))}**" if changed else "")
 

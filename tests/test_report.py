@@ -48,3 +48,11 @@ def test_a_section_names_the_code_its_runs_came_from_and_flags_what_changed_sinc
     assert said.startswith("code: commit 98bf50c; **changed since: ") and "consume.py" in said
     assert report.measured_by({"harness": "measure_kill", "runs": [{}]}).startswith("code: not recorded")
     assert "unknown here" in report.measured_by({"harness": "measure_kill", "runs": [{"commit": "0" * 12}]})
+
+
+def test_a_section_is_checked_against_the_code_its_variants_run():
+    # b's figures do not depend on the batched inbox; d's do. An unnamed variant: every file.
+    assert report.code_of([{"variant": "b"}]).count("variants/consume_batched.py") == 0
+    assert "variants/consume_batched.py" in report.code_of([{"variant": "b"}, {"variant": "d"}])
+    assert "variants" in report.code_of([{"policy": "ext"}])
+    assert {"consume.py", "lab/worker.py", "lab/harness.py"} <= set(report.code_of([{"variant": "c"}]))
