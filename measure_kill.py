@@ -22,10 +22,10 @@ that); each run has its own schema, topic and group.
 import sys
 import time
 
-from lab import cli, harness, nemesis, results
+from lab import cli, harness, more_variants, nemesis, results
 
 POST_VARIANTS = ("a1", "a2", "b", "c")  # the post's table: what --variant all runs
-VARIANTS = (*POST_VARIANTS, "d", "k", "o", "p")
+VARIANTS = (*POST_VARIANTS, "d", "k", "o", "p", *more_variants.VARIANTS)  # and the frameworks (M9)
 
 
 def run_once(variant: str, run: int, config: dict) -> dict:

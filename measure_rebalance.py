@@ -30,9 +30,9 @@ import collections
 import sys
 import time
 
-from lab import checker, cli, harness, nemesis, results
+from lab import checker, cli, harness, more_variants, nemesis, results
 
-VARIANTS = ("b", "c", "d", "k", "o", "p")
+VARIANTS = ("b", "c", "d", "k", "o", "p", *more_variants.VARIANTS)  # and the frameworks (M9)
 
 
 def run_once(variant: str, run: int, config: dict) -> dict:

@@ -32,7 +32,7 @@ from psycopg import sql
 from psycopg.conninfo import make_conninfo
 
 import consume
-from lab import checker, results
+from lab import checker, more_variants, results
 from lab import worker as worker_script
 from lab.publishing import publish_acknowledged
 from lab.settings import ADMIN_DSN, BROKERS, DSN, PROVIDER_DSN, PUBLISHER_DSN, RESULTS, ROOT
@@ -563,7 +563,7 @@ class Worker:
         (which execs it, so the pid, and a kill, are the worker's own)."""
         env = dict(os.environ, CONSUMER_DSN=dsn, PYTHONUNBUFFERED="1")
         self.proc = subprocess.Popen(
-            [*prefix, sys.executable, "-m", "lab.worker", "--variant", variant, "--topic", topic,
+            [*prefix, more_variants.python_for(variant), "-m", "lab.worker", "--variant", variant, "--topic", topic,
              "--group", group, *map(str, args)],
             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, cwd=ROOT,
         )
@@ -677,7 +677,7 @@ WORKER_FLAGS = {
     "window": ("--window", {"k"}),
     "policy": ("--policy", {"ext"}),
     "lease_s": ("--lease-s", {"ext"}),
-    "crash_after": ("--crash-after", {"b", "c", "d", "k", "o", "p"}),  # a test's planted crash, by event ID
+    "crash_after": ("--crash-after", {"b", "c", "d", "k", "o", "p", *more_variants.VARIANTS}),  # a planted crash
 }
 
 

@@ -115,8 +115,8 @@ VARIANT_CODE = {
 def code_of(runs: list[dict]) -> tuple[str, ...]:
     """The consumer and harness files that a results file's figures depend on."""
     named = {r.get("variant") for r in runs}
-    if not named <= set(VARIANT_CODE):
-        return (*CONSUMER_AND_HARNESS, "variants")
+    if not named <= set(VARIANT_CODE):  # the frameworks and shortcuts (lab/more_variants.py), or unnamed
+        return (*CONSUMER_AND_HARNESS, "variants", "lab/more_variants.py")
     return (*CONSUMER_AND_HARNESS, *sorted({path for v in named for path in VARIANT_CODE[v]}))
 
 
@@ -510,7 +510,8 @@ def race_section() -> str:
     return (table + f"\n\nTotals over all runs. Each run: {c['consumers']} consumer processes of one "
             f"variant in one group on {c['partitions']} partitions, {c['events']:,} credits over {c['accounts']} "
             f"accounts, each published {c['copies']} times on distinct partitions, side by side, once every "
-            f"consumer holds partitions; d takes batches of {c['batch']}. Effects are ledger rows for c and d and "
+            f"consumer holds partitions; d takes batches of {c['batch']}. b, without the inbox, is the control: "
+            f"its copies should all be applied. Effects are ledger rows for b, c and d and "
             f"the provider's charges for external and outbox. A retried transaction is one the server rolled back "
             f"(deadlock, serialization failure) and `variants/common.Database` ran again. "
             f"From `results/race.json`: {provenance(race)}.\n")

@@ -58,7 +58,7 @@ import psycopg
 from confluent_kafka import Consumer
 
 import consume
-from lab import cli
+from lab import cli, more_variants
 from lab.settings import BROKERS, DSN
 from publish import ensure_topic, make_producer
 from variants import common, consume_batched, consume_parallel, consume_pipelined
@@ -528,6 +528,10 @@ def main(args) -> None:
         run_exactly_once(args, stop, apply, overrides)
         return
 
+    if args.variant in more_variants.VARIANTS:  # the frameworks and the post's shortcuts
+        more_variants.run(args, stop, apply=apply, after_db_commit=after_db_commit, overrides=overrides)
+        return
+
     if args.variant == "k":
         consume_parallel.run_parallel(args.topic, args.group, apply, lanes=args.lanes, window=args.window,
                                       stop=stop, after_db_commit=after_db_commit, **overrides)
@@ -551,7 +555,7 @@ def main(args) -> None:
 
 def parse_args(argv=None):
     parser = cli.Parser(description="Run one consumer variant until killed.")
-    parser.add_argument("--variant", required=True, choices=VARIANTS)
+    parser.add_argument("--variant", required=True, choices=(*VARIANTS, *more_variants.VARIANTS))
     parser.add_argument("--topic", required=True)
     parser.add_argument("--group", required=True)
     parser.add_argument("--work-ms", type=float, default=0, help="handler sleep per message")

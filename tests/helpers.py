@@ -13,6 +13,43 @@ from variants import consume_batched
 
 DRAIN_S = 60
 
+# Each kind of poison a topic can hold, as raw as a broken producer sends it, with the
+# reason its dead letter must give (issue #28's battery).
+POISON = {
+    "no event_id": ((b"1", b'{"account_id": 1, "amount": 5}', []), "no event_id header"),
+    "empty event_id": ((b"1", b'{"account_id": 1, "amount": 5}', [("event_id", b"")]), "no event_id header"),
+    "not JSON": ((b"1", b"credit 5 to 1", [("event_id", b"p-1")]), "value is not JSON"),
+    "not an object": ((b"1", b"[1, 5]", [("event_id", b"p-1")]), "not an object"),
+    "no account_id": ((b"1", b'{"amount": 5}', [("event_id", b"p-1")]), "event has no account_id"),
+    "no amount": ((b"1", b'{"account_id": 1}', [("event_id", b"p-1")]), "event has no amount"),
+    "amount a string": ((b"1", b'{"account_id": 1, "amount": "5"}', [("event_id", b"p-1")]),
+                        "amount must be an integer, got str"),
+    "account_id a float": ((b"1", b'{"account_id": 1.5, "amount": 5}', [("event_id", b"p-1")]),
+                           "account_id must be an integer, got float"),
+    "unknown account": ((b"9", b'{"account_id": 9999, "amount": 5}', [("event_id", b"p-1")]),
+                        "unknown account 9999"),
+    # issue #28's hostile inputs: each parked once, with its reason, and nothing stops
+    "event_id not UTF-8": ((b"1", b'{"account_id": 1, "amount": 5}', [("event_id", b"\xff\xfe")]),
+                           "no event_id header"),
+    "event_id with a NUL": ((b"1", b'{"account_id": 1, "amount": 5}', [("event_id", b"p\x00-1")]), "NUL byte"),
+    "event_id too long": ((b"1", b'{"account_id": 1, "amount": 5}', [("event_id", b"x" * 600)]), "longer than 512"),
+    "two event_id headers": ((b"1", b'{"account_id": 1, "amount": 5}', [("event_id", b"p-a"), ("event_id", b"p-b")]),
+                             "more than one event_id header"),
+    "empty value": ((b"1", b"", [("event_id", b"p-1")]), "value is not JSON"),
+    "tombstone": ((b"1", None, [("event_id", b"p-1")]), "value is empty"),
+    "value not UTF-8": ((b"1", b"\xff\xfe{}", [("event_id", b"p-1")]), "value is not JSON"),
+    "nested 10,000 deep": ((b"1", b"[" * 10_000 + b"]" * 10_000, [("event_id", b"p-1")]), "nested too deep"),
+    "amount a bool": ((b"1", b'{"account_id": 1, "amount": true}', [("event_id", b"p-1")]),
+                      "amount must be an integer, got bool"),
+    "amount 0": ((b"1", b'{"account_id": 1, "amount": 0}', [("event_id", b"p-1")]), "amount 0 is outside"),
+    "amount negative": ((b"1", b'{"account_id": 1, "amount": -5}', [("event_id", b"p-1")]), "is outside"),
+    "amount 2^63": ((b"1", b'{"account_id": 1, "amount": 9223372036854775808}', [("event_id", b"p-1")]),
+                    "is outside"),
+    "a credit that overflows its balance": ((b"2", b'{"account_id": 2, "amount": 100}', [("event_id", b"p-big")]),
+                                            "the database refused it: bigint out of range"),
+}
+FULL_ACCOUNT = 2  # its balance sits 10 below bigint's maximum, so a credit of 100 overflows it
+
 
 @contextlib.contextmanager
 def consuming(topic, group, dsn, run=None, **options):

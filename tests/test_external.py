@@ -4,7 +4,9 @@ import threading
 import time
 
 import pytest
+from helpers import POISON, consuming, drained, read_all, send
 
+import consume
 from lab import harness
 from lab.settings import PROVIDER_DSN
 from variants import consume_external as ext
@@ -153,6 +155,52 @@ def test_outbox_relay_on_two_workers_calls_once_per_row(dsn, conn, provider_in):
     assert not stalled, "the second relay waited on the first one's locked rows"
     per_reference = conn.execute("SELECT count(*), count(DISTINCT reference) FROM provider_charges").fetchone()
     assert per_reference == (60, 60)
+
+
+# The battery for effects behind a call: the database-only kinds (an unknown account, a
+# balance's overflow) are valid charges here; a charge over the provider's limit is poison.
+CALL_POISON = {**{kind: case for kind, case in POISON.items()
+                  if kind not in ("unknown account", "a credit that overflows its balance")},
+               "refused by the provider": ((b"1", b'{"account_id": 1, "amount": 2000000000}', [("event_id", b"p-r")]),
+                                           "the provider refused it: 422")}
+GOOD = (b"1", b'{"account_id": 1, "amount": 5}', [("event_id", b"good-1")])
+
+
+def test_every_kind_of_poison_is_parked_by_the_calling_consumer(topic, group, dsn, conn, provider_in):
+    client = provider_in("keys")
+
+    def handle(conn, event_id, event, apply=None):
+        return ext.handle_external(conn, event_id, event, client=client, policy="keys")
+
+    send(topic, [poison for poison, _ in CALL_POISON.values()] + [GOOD])
+    with consuming(topic, group, dsn, handle=handle):
+        drained(group, topic)
+    parked = {int(dict(m.headers())["dlq_source"].decode().rsplit("/", 1)[1]): dict(m.headers())["dlq_reason"]
+              for m in read_all(topic + ".dlq", len(CALL_POISON))}
+    assert sorted(parked) == list(range(len(CALL_POISON)))
+    for offset, (kind, (_, reason)) in enumerate(CALL_POISON.items()):
+        assert reason in parked[offset].decode(), kind
+    # one charge, the good one; the refused charge's lease is free for a replay from the DLQ
+    assert conn.execute("SELECT reference, amount FROM provider_charges").fetchall() == [("good-1", 5)]
+    assert conn.execute("SELECT message_id, state FROM external_effects WHERE locked_until > now()").fetchall() == []
+
+
+def test_every_kind_of_poison_is_parked_by_the_outbox_consumer_and_a_refusal_by_its_relay(
+        topic, group, dsn, conn, provider_in):
+    client = provider_in("keys")
+    send(topic, [poison for poison, _ in CALL_POISON.values()] + [GOOD])
+    with consuming(topic, group, dsn, handle=ext.handle_with_outbox):
+        drained(group, topic)
+    poison = {kind: case for kind, case in CALL_POISON.items() if kind != "refused by the provider"}
+    parked = read_all(topic + ".dlq", len(poison))
+    assert len(parked) == len(poison)  # the refusal is not the consumer's to see: it queued the call
+    # The relay meets the refusal first (its row comes first), parks it, and sends the row behind it.
+    assert ext.relay_once(conn, client) == 2
+    rows = conn.execute("SELECT payload->>'reference', sent_at IS NOT NULL, payload->>'refused' FROM outbox "
+                        "ORDER BY id").fetchall()
+    assert [r[:2] for r in rows] == [("p-r", True), ("good-1", True)]
+    assert rows[0][2].startswith("422: ") and rows[1][2] is None
+    assert conn.execute("SELECT reference FROM provider_charges").fetchall() == [("good-1",)]
 
 
 @pytest.mark.slow

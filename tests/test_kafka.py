@@ -5,12 +5,12 @@ import hashlib
 import json
 
 import pytest
-from helpers import DRAIN_S, consuming, drained, read_all, send
+from helpers import DRAIN_S, FULL_ACCOUNT, POISON, consuming, drained, read_all, send
 
 import consume
 from lab import harness, worker
 from publish import make_producer, publish
-from variants import consume_offsets, consume_parallel
+from variants import consume_eos, consume_offsets, consume_parallel
 
 
 def credit(event_id, account=1, amount=100):
@@ -33,40 +33,6 @@ def test_republished_event_is_skipped_and_its_id_comes_from_the_header(topic, gr
     assert conn.execute("SELECT balance FROM accounts WHERE id = 1").fetchone()[0] == 100
 
 
-POISON = {
-    "no event_id": ((b"1", b'{"account_id": 1, "amount": 5}', []), "no event_id header"),
-    "empty event_id": ((b"1", b'{"account_id": 1, "amount": 5}', [("event_id", b"")]), "no event_id header"),
-    "not JSON": ((b"1", b"credit 5 to 1", [("event_id", b"p-1")]), "value is not JSON"),
-    "not an object": ((b"1", b"[1, 5]", [("event_id", b"p-1")]), "not an object"),
-    "no account_id": ((b"1", b'{"amount": 5}', [("event_id", b"p-1")]), "event has no account_id"),
-    "no amount": ((b"1", b'{"account_id": 1}', [("event_id", b"p-1")]), "event has no amount"),
-    "amount a string": ((b"1", b'{"account_id": 1, "amount": "5"}', [("event_id", b"p-1")]),
-                        "amount must be an integer, got str"),
-    "account_id a float": ((b"1", b'{"account_id": 1.5, "amount": 5}', [("event_id", b"p-1")]),
-                           "account_id must be an integer, got float"),
-    "unknown account": ((b"9", b'{"account_id": 9999, "amount": 5}', [("event_id", b"p-1")]),
-                        "unknown account 9999"),
-    # issue #28's hostile inputs: each parked once, with its reason, and nothing stops
-    "event_id not UTF-8": ((b"1", b'{"account_id": 1, "amount": 5}', [("event_id", b"\xff\xfe")]),
-                           "no event_id header"),
-    "event_id with a NUL": ((b"1", b'{"account_id": 1, "amount": 5}', [("event_id", b"p\x00-1")]), "NUL byte"),
-    "event_id too long": ((b"1", b'{"account_id": 1, "amount": 5}', [("event_id", b"x" * 600)]), "longer than 512"),
-    "two event_id headers": ((b"1", b'{"account_id": 1, "amount": 5}', [("event_id", b"p-a"), ("event_id", b"p-b")]),
-                             "more than one event_id header"),
-    "empty value": ((b"1", b"", [("event_id", b"p-1")]), "value is not JSON"),
-    "tombstone": ((b"1", None, [("event_id", b"p-1")]), "value is empty"),
-    "value not UTF-8": ((b"1", b"\xff\xfe{}", [("event_id", b"p-1")]), "value is not JSON"),
-    "nested 10,000 deep": ((b"1", b"[" * 10_000 + b"]" * 10_000, [("event_id", b"p-1")]), "nested too deep"),
-    "amount a bool": ((b"1", b'{"account_id": 1, "amount": true}', [("event_id", b"p-1")]),
-                      "amount must be an integer, got bool"),
-    "amount 0": ((b"1", b'{"account_id": 1, "amount": 0}', [("event_id", b"p-1")]), "amount 0 is outside"),
-    "amount negative": ((b"1", b'{"account_id": 1, "amount": -5}', [("event_id", b"p-1")]), "is outside"),
-    "amount 2^63": ((b"1", b'{"account_id": 1, "amount": 9223372036854775808}', [("event_id", b"p-1")]),
-                    "is outside"),
-    "a credit that overflows its balance": ((b"2", b'{"account_id": 2, "amount": 100}', [("event_id", b"p-big")]),
-                                            "the database refused it: bigint out of range"),
-}
-FULL_ACCOUNT = 2  # its balance sits 10 below bigint's maximum, so a credit of 100 overflows it
 
 
 @pytest.mark.post
@@ -80,6 +46,11 @@ def test_every_kind_of_poison_is_parked_by_the_other_one_at_a_time_variants(vari
     runs = {"k": (consume_parallel.run_parallel, {"lanes": 4}), "o": (consume_offsets.run_with_offsets, {})}
     run, options = runs[variant]
     every_kind_of_poison_is_parked(topic, group, dsn, conn, run, **options)
+
+
+def test_every_kind_of_poison_is_parked_by_kafkas_exactly_once_loop(topic, group, dsn, conn):
+    """f parks poison through its transactional producer: the dead letters commit with the offsets."""
+    every_kind_of_poison_is_parked(topic, group, dsn, conn, consume_eos.run_eos, apply=consume.credit_account, every=5)
 
 
 def every_kind_of_poison_is_parked(topic, group, dsn, conn, run=None, **options):

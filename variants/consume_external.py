@@ -28,6 +28,10 @@ the relay locks its rows with SKIP LOCKED and so never waits on another relay. N
 transaction here holds one lock while it waits for a second that another could hold
 first, and measure_race.py runs both paths with three consumers (and three relays).
 
+A charge the provider refuses (a 4xx: it will refuse it every time) is poison: the
+consumer dead-letters its message with the provider's answer, the relay marks its
+outbox row sent with the refusal in its payload. No answer, or a 5xx, is retried.
+
 Assumptions: schema.sql's external_effects and outbox tables; a provider that
 takes an Idempotency-Key for the keys policy and the outbox (provider.py).
 """
@@ -37,12 +41,13 @@ import time
 import psycopg
 from psycopg.types.json import Jsonb
 
-from consume import CONSUMER_NAME, handle_once
-from variants.provider import Client
+from consume import CONSUMER_NAME, PoisonMessage, handle_once
+from variants.provider import Client, ProviderError
 
 POLICIES = ("keys", "lookup", "retry", "skip")
 log = logging.getLogger("consume_external")
 LEASE_TAKEN_OVER_LOG = "lease taken over before its mark-done: %s"  # counted by the harnesses
+REFUSED_LOG = "the provider refused the outbox row of %s: %s"  # the relay's dead letter
 
 
 class LeaseHeld(Exception):
@@ -140,7 +145,15 @@ def handle_external(conn: psycopg.Connection, event_id: str, event: dict, apply=
     key = effect_key(event_id, consumer) if policy == "keys" else None
     if before_call is not None:
         before_call(event_id)
-    client.charge(event_id, event["account_id"], event["amount"], key=key, timeout_s=time_left())
+    try:
+        client.charge(event_id, event["account_id"], event["amount"], key=key, timeout_s=time_left())
+    except ProviderError as e:
+        if not e.refused:
+            raise  # no answer, or a 5xx: the message comes again, and so does the call
+        # Refused: nothing was charged. Free the lease, so a replay from the DLQ starts at once.
+        conn.execute("UPDATE external_effects SET locked_until = now(), updated_at = now() "
+                     "WHERE consumer = %s AND message_id = %s AND attempts = %s", (consumer, event_id, attempt))
+        raise PoisonMessage(f"the provider refused it: {e}") from None
     if after_call is not None:
         after_call(event_id)
     mark_done(conn, event_id, attempt, consumer)
@@ -171,7 +184,17 @@ def relay_once(conn: psycopg.Connection, client: Client, batch: int = 10, after_
         rows = conn.execute("SELECT id, idempotency_key, payload FROM outbox WHERE sent_at IS NULL "
                             "ORDER BY id LIMIT %s FOR UPDATE SKIP LOCKED", (batch,)).fetchall()
         for row_id, key, payload in rows:
-            client.charge(payload["reference"], payload["account_id"], payload["amount"], key=key)
+            try:
+                client.charge(payload["reference"], payload["account_id"], payload["amount"], key=key)
+            except ProviderError as e:
+                if not e.refused:
+                    raise  # the row stays unsent, for the next pass
+                # Refused for good: the row leaves the queue with the reason, or it would block
+                # every row behind it (the outbox's dead letter).
+                log.warning(REFUSED_LOG, payload["reference"], e)
+                conn.execute("UPDATE outbox SET sent_at = clock_timestamp(), payload = payload || %s WHERE id = %s",
+                             (Jsonb({"refused": str(e)}), row_id))
+                continue
             if after_call is not None:
                 after_call(payload["reference"])
             conn.execute("UPDATE outbox SET sent_at = clock_timestamp() WHERE id = %s", (row_id,))

@@ -50,8 +50,21 @@ CREATE TABLE IF NOT EXISTS provider_keys (
 """
 
 
+CHARGE_LIMIT = 1_000_000_000  # a per-charge limit, as real providers have: above it the charge is refused
+
+
 class ProviderError(Exception):
-    """The provider answered with an error status, or not at all."""
+    """The provider answered with an error status (`status`), or not at all (`status` None)."""
+
+    def __init__(self, message: str, status: int | None = None):
+        super().__init__(message)
+        self.status = status
+
+    @property
+    def refused(self) -> bool:
+        """A 4xx: the provider will refuse this request however often it comes (poison); a 5xx
+        or no answer may pass next time."""
+        return self.status is not None and 400 <= self.status < 500
 
 
 def charge_once(conn: psycopg.Connection, mode: str, key: str | None, body: dict) -> tuple[int, dict]:
@@ -103,6 +116,9 @@ class Handler(BaseHTTPRequestHandler):
             return self.reply(404, {"error": "no such endpoint"})
         try:
             body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))))
+            if body["amount"] > CHARGE_LIMIT:
+                return self.reply(422, {"error": f"amount {body['amount']} is over the per-charge limit "
+                                                 f"of {CHARGE_LIMIT}"})
             status, response = charge_once(self.conn(), self.mode, self.headers.get("Idempotency-Key"), body)
         except (ValueError, KeyError) as e:
             return self.reply(400, {"error": f"bad request: {e}"})
@@ -135,7 +151,7 @@ class Client:
             with urllib.request.urlopen(request, timeout=timeout_s or self.timeout_s) as response:
                 return json.loads(response.read())
         except urllib.error.HTTPError as e:
-            raise ProviderError(f"{e.code}: {e.read().decode(errors='replace')}") from None
+            raise ProviderError(f"{e.code}: {e.read().decode(errors='replace')}", e.code) from None
         except (urllib.error.URLError, TimeoutError) as e:
             raise ProviderError(f"provider unreachable: {e}") from None
 

@@ -1,0 +1,38 @@
+"""Variants whose workers live outside worker.py: the frameworks readers use instead of a
+bare consumer loop (M9), and the post's shortcuts. worker.py hands each variant named in
+VARIANTS to its module's `run_worker`; harness.Worker starts it with python_for(variant),
+because a framework may need an environment of its own (Quix Streams pins a confluent-kafka
+older than the lab's).
+
+Kept apart so that adding one touches neither worker.py nor the harness: the figures of
+every other variant stay measured by the code the repository holds (report.measured_by).
+
+A module's contract: run_worker(args, stop, *, apply, after_db_commit, overrides) runs
+until `stop` is set, where `args` is worker.py's parsed command line (topic, group,
+work_ms, ...), `apply(conn, event_id, event)` is the lab's credit (handler sleep, stalls,
+first-effect line included), `after_db_commit(msg, outcome)` is the crash point, and
+`overrides` are the librdkafka settings the harness chose.
+"""
+import importlib
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+# variant -> (module, the venv under ROOT it runs in, or None for the lab's own)
+VARIANTS: dict[str, tuple[str, str | None]] = {}
+
+
+def python_for(variant: str) -> str:
+    """The interpreter a variant's worker runs under."""
+    venv = VARIANTS.get(variant, (None, None))[1]
+    if venv is None:
+        return sys.executable
+    python = ROOT / venv / "bin" / "python"
+    if not python.exists():
+        raise RuntimeError(f"variant {variant} runs in {venv}, which is not set up: run `make setup-frameworks`")
+    return str(python)
+
+
+def run(args, stop, **hooks) -> None:
+    importlib.import_module(VARIANTS[args.variant][0]).run_worker(args, stop, **hooks)
