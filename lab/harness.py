@@ -562,6 +562,7 @@ class Worker:
         """`prefix` runs the worker through another command, e.g. `ip netns exec NS`
         (which execs it, so the pid, and a kill, are the worker's own)."""
         env = dict(os.environ, CONSUMER_DSN=dsn, PYTHONUNBUFFERED="1")
+        more_variants.prepare(variant, dsn)  # a framework's or a shortcut's own schema needs
         self.proc = subprocess.Popen(
             [*prefix, more_variants.python_for(variant), "-m", "lab.worker", "--variant", variant, "--topic", topic,
              "--group", group, *map(str, args)],

@@ -7,7 +7,8 @@ older than the lab's).
 Kept apart so that adding one touches neither worker.py nor the harness: the figures of
 every other variant stay measured by the code the repository holds (report.measured_by).
 
-A module's contract: run_worker(args, stop, *, apply, after_db_commit, overrides) runs
+prepare(variant, dsn) runs what the variant needs of the schema first (harness.Worker
+calls it). A module's contract: run_worker(args, stop, *, apply, after_db_commit, overrides) runs
 until `stop` is set, where `args` is worker.py's parsed command line (topic, group,
 work_ms, ...), `apply(conn, event_id, event)` is the lab's credit (handler sleep, stalls,
 first-effect line included), `after_db_commit(msg, outcome)` is the crash point, and
@@ -20,7 +21,29 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 # variant -> (module, the venv under ROOT it runs in, or None for the lab's own)
-VARIANTS: dict[str, tuple[str, str | None]] = {}
+VARIANTS: dict[str, tuple[str, str | None]] = {
+    **{v: ("variants.consume_faststream", None) for v in ("fs-default", "fs-ack", "fs-inbox")},
+}
+
+
+# variant -> SQL its worker needs beyond schema.sql (a sink's unique key, a shortcut's own
+# table), run by the schema's owner in the run's schema before the worker starts: the
+# consumer's role may not run DDL.
+SETUP: dict[str, str] = {}
+
+
+def prepare(variant: str, dsn: str) -> None:
+    """Run SETUP[variant], if any, as the owner, on the search path `dsn` names."""
+    if not SETUP.get(variant):
+        return
+    import psycopg
+    from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+    from lab.settings import ADMIN_DSN
+    options = conninfo_to_dict(dsn).get("options")  # the run's search_path
+    with psycopg.connect(make_conninfo(ADMIN_DSN, **({"options": options} if options else {})),
+                         autocommit=True) as conn:
+        conn.execute(SETUP[variant])
 
 
 def python_for(variant: str) -> str:

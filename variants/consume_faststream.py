@@ -1,0 +1,107 @@
+"""The consumer a Python reader is likely to write instead: a FastStream subscriber (M9).
+
+Claim: FastStream acknowledges a Kafka message by committing its offset, and when it
+does so is a policy. Under its default, AckPolicy.ACK_FIRST, the client's auto-commit
+runs (every 5 s, whatever the handler has done), so a crash replays what was credited
+since the last tick. Under AckPolicy.ACK it commits, asynchronously, after the handler
+returns, so a crash between the database and that commit replays the message in hand;
+and it commits after a handler that raised too, so a message whose handler failed is
+passed over, not retried. Only the inbox inside the handler makes the replays harmless.
+
+Three variants, one handler each, crediting the same accounts and ledger as consume.py:
+
+    fs-default   the subscriber with FastStream's defaults; the credit without an inbox
+    fs-ack       ack_policy=AckPolicy.ACK: commit after the handler; no inbox
+    fs-inbox     AckPolicy.ACK, and handle_once inside the handler
+
+Two deliberate departures from the defaults, the same for all three: auto_offset_reset
+is "earliest" (FastStream's default, "latest", would skip a backlog a new group finds,
+as it would for every variant in the lab), and FastStream may not create topics (by
+default it creates a missing one with 1 partition). Poison goes through consume.process,
+as in every variant: parked on the DLQ with its reason.
+
+Assumptions: faststream[confluent] (requirements-frameworks.txt); one message at a time
+per subscriber, as FastStream handles them; psycopg 3, one connection, opened again after
+a lost server (as a reader's pool would).
+"""
+import asyncio
+import logging
+import threading
+
+import psycopg
+from faststream.confluent import KafkaBroker, KafkaMessage
+from faststream.middlewares import AckPolicy
+
+from consume import BROKERS, DSN, dead_letter_topic, handle_once, process
+from publish import ensure_topic, make_producer
+
+log = logging.getLogger("consume")
+
+POLICIES = {"fs-default": None, "fs-ack": AckPolicy.ACK, "fs-inbox": AckPolicy.ACK}  # None: FastStream's own
+
+
+def credit_without_inbox(conn: psycopg.Connection, event_id: str, event: dict, apply) -> bool:
+    """fs-default's and fs-ack's handler body: the credit in a transaction, no inbox row."""
+    with conn.transaction():
+        apply(conn, event_id, event)
+    return True
+
+
+async def raw_body(message) -> bytes:
+    """FastStream's decoder would json.loads every body; consume.process parses it, poison included."""
+    return message.body
+
+
+class Connection:
+    """One psycopg connection, opened again on the next message after the server went away."""
+
+    def __init__(self, dsn: str):
+        self.dsn, self.conn = dsn, None
+
+    def get(self) -> psycopg.Connection:
+        if self.conn is None or self.conn.closed or self.conn.broken:
+            self.conn = psycopg.connect(self.dsn, autocommit=True, connect_timeout=10)
+        return self.conn
+
+
+def build(variant: str, topic: str, group: str, apply, *, dsn: str = DSN, after_db_commit=None,
+          rebalance_callbacks: dict | None = None, overrides: dict | None = None) -> KafkaBroker:
+    """The broker with its one subscriber, as a reader would declare it."""
+    ensure_topic(dead_letter_topic(topic))
+    # config: librdkafka settings the harness chose (session and poll timeouts); FastStream
+    # merges it last, so it must not name enable.auto.commit, which the ack policy sets.
+    broker = KafkaBroker(BROKERS, allow_auto_create_topics=False, logger=None, config=dict(overrides or {}))
+    policy = POLICIES[variant]
+    handle = handle_once if variant == "fs-inbox" else credit_without_inbox
+    db, dead_letters = Connection(dsn), make_producer()
+
+    @broker.subscriber(topic, group_id=group, auto_offset_reset="earliest", decoder=raw_body,
+                       **({"ack_policy": policy} if policy else {}), **(rebalance_callbacks or {}))
+    def handler(body: bytes, msg: KafkaMessage) -> None:  # a plain def: FastStream runs it in a thread
+        raw = msg.raw_message
+        outcome = process(db.get(), raw, dead_letters, handle, apply)
+        if after_db_commit is not None:
+            after_db_commit(raw, outcome)
+
+    return broker
+
+
+def run(variant: str, topic: str, group: str, apply, *, stop: threading.Event, **options) -> None:
+    """Run the subscriber until `stop` is set; then FastStream stops it (and closes its consumer)."""
+    broker = build(variant, topic, group, apply, **options)
+
+    async def main() -> None:
+        async with broker:
+            await broker.start()
+            while not stop.is_set():
+                await asyncio.sleep(0.1)
+
+    asyncio.run(main())
+
+
+def run_worker(args, stop: threading.Event, *, apply, after_db_commit, overrides: dict) -> None:
+    """lab/more_variants.py's entry point."""
+    from variants.common import partition_logging
+
+    run(args.variant, args.topic, args.group, apply, stop=stop, after_db_commit=after_db_commit,
+        rebalance_callbacks=partition_logging(), overrides=overrides)
