@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 KAFKA_JAR := .cache/kafka/libs/kafka_2.13-4.3.1.jar
 FORCE ?=
 
-.PHONY: setup up down status demo tour test test-post lint measure report up-replicated test-replicated measure-cluster
+.PHONY: setup setup-frameworks up down status demo tour test test-post lint measure report up-replicated test-replicated measure-cluster
 
 setup: $(VENV)/.installed $(KAFKA_JAR)
 
@@ -14,6 +14,20 @@ $(VENV)/.installed: requirements.txt
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 10) else "Python 3.10 or newer is needed, found " + sys.version.split()[0])'
 	@$(PYTHON) -m venv $(VENV) || { echo "make: $(PYTHON) -m venv failed: install the venv module (apt-get install python3-venv), then run make again" >&2; rm -rf $(VENV); exit 1; }
 	$(VENV)/bin/pip install --quiet --disable-pip-version-check -r requirements.txt
+	touch $@
+
+# M9's frameworks: FastStream in the lab's venv, Quix Streams in one of its own (it pins an
+# older confluent-kafka). `make test` needs them; `make demo` does not.
+VENV_QUIX := .venv-quix
+setup-frameworks: setup $(VENV)/.frameworks $(VENV_QUIX)/.installed
+
+$(VENV)/.frameworks: requirements-frameworks.txt $(VENV)/.installed
+	$(VENV)/bin/pip install --quiet --disable-pip-version-check -r requirements-frameworks.txt
+	touch $@
+
+$(VENV_QUIX)/.installed: requirements-quix.txt
+	@$(PYTHON) -m venv $(VENV_QUIX) || { echo "make: $(PYTHON) -m venv failed: install the venv module (apt-get install python3-venv), then run make again" >&2; rm -rf $(VENV_QUIX); exit 1; }
+	$(VENV_QUIX)/bin/pip install --quiet --disable-pip-version-check -r requirements-quix.txt
 	touch $@
 
 $(KAFKA_JAR): $(VENV)/.installed lab/pom.xml
@@ -90,7 +104,7 @@ report: setup
 
 # The tests marked root (pytest -m root: the partition faults and the namespace relay) build
 # network namespaces with `ip netns`; without root they fail, and this says so before they start.
-test: up
+test: up setup-frameworks
 	@[ "$$(id -u)" = 0 ] || echo "make test: the $$($(PY) -m pytest -m root --collect-only -q 2>/dev/null | tail -1 | cut -d/ -f1) tests marked root (network partitions: ip netns) need root and will fail as $$(id -un)" >&2
 	$(PY) -m pytest
 

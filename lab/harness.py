@@ -495,7 +495,8 @@ COUNTED = {
     "reconnected": re.compile(_starts(common.RECONNECTED_LOG)),  # the variants that keep their connection
     "aborted": re.compile(_starts(consume_eos.ABORTED_LOG)),  # e, f: a Kafka transaction aborted
     "planted_crashes": re.compile(_starts(worker_script.CRASHING_LOG)),
-    "evictions": re.compile(r"\|MAXPOLL\|"),  # librdkafka's own line; the app's error event repeats it
+    # librdkafka's own line (the app's error event repeats it), or as a framework's logger prints it
+    "evictions": re.compile(r"\|MAXPOLL\||\bMAXPOLL \[rdkafka"),
     "stalls": re.compile(_starts(worker_script.STALLING_LOG)),
     "stalls_over": re.compile(_starts(worker_script.STALL_OVER_LOG)),
     "ack_failed": re.compile(_starts(worker_script.ACK_FAILED_LOG) + r"(\S+)"),

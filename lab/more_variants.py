@@ -8,11 +8,12 @@ Kept apart so that adding one touches neither worker.py nor the harness: the fig
 every other variant stay measured by the code the repository holds (report.measured_by).
 
 prepare(variant, dsn) runs what the variant needs of the schema first (harness.Worker
-calls it). A module's contract: run_worker(args, stop, *, apply, after_db_commit, overrides) runs
-until `stop` is set, where `args` is worker.py's parsed command line (topic, group,
+calls it). A module's contract: run_worker(args, stop, *, apply, after_db_commit, overrides, stall)
+runs until `stop` is set, where `args` is worker.py's parsed command line (topic, group,
 work_ms, ...), `apply(conn, event_id, event)` is the lab's credit (handler sleep, stalls,
-first-effect line included), `after_db_commit(msg, outcome)` is the crash point, and
-`overrides` are the librdkafka settings the harness chose.
+first-effect line included), `after_db_commit(msg, outcome)` is the crash point,
+`overrides` are the librdkafka settings the harness chose, and `stall.maybe(conn,
+event_id, event)` is M2's stall, for a variant that does not credit through `apply`.
 """
 import importlib
 import sys
@@ -23,13 +24,17 @@ ROOT = Path(__file__).resolve().parents[1]
 # variant -> (module, the venv under ROOT it runs in, or None for the lab's own)
 VARIANTS: dict[str, tuple[str, str | None]] = {
     **{v: ("variants.consume_faststream", None) for v in ("fs-default", "fs-ack", "fs-inbox")},
+    **{v: ("variants.consume_quix", ".venv-quix") for v in ("qx-eos", "qx-eos-keyed")},
 }
 
 
 # variant -> SQL its worker needs beyond schema.sql (a sink's unique key, a shortcut's own
 # table), run by the schema's owner in the run's schema before the worker starts: the
 # consumer's role may not run DDL.
-SETUP: dict[str, str] = {}
+SETUP: dict[str, str] = {
+    # the key the sink's ON CONFLICT DO NOTHING needs: one ledger row per event ID
+    "qx-eos-keyed": "CREATE UNIQUE INDEX IF NOT EXISTS ledger_event_id_key ON ledger (event_id)",
+}
 
 
 def prepare(variant: str, dsn: str) -> None:

@@ -49,7 +49,7 @@ def versions() -> dict:
             "psycopg": psycopg.__version__}
 
 
-CODE_FILES = ("*.py", "*.sql", "lab/pom.xml", "requirements.txt")  # what a run's figures depend on
+CODE_FILES = ("*.py", "*.sql", "lab/pom.xml", "requirements*.txt")  # what a run's figures depend on
 
 
 def code() -> dict:

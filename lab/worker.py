@@ -529,7 +529,7 @@ def main(args) -> None:
         return
 
     if args.variant in more_variants.VARIANTS:  # the frameworks and the post's shortcuts
-        more_variants.run(args, stop, apply=apply, after_db_commit=after_db_commit, overrides=overrides)
+        more_variants.run(args, stop, apply=apply, after_db_commit=after_db_commit, overrides=overrides, stall=stall)
         return
 
     if args.variant == "k":
@@ -611,8 +611,8 @@ def parse_args(argv=None):
         parser.error("--variant publisher needs --events-file and --journal")
     if args.work_ms < 0 or args.slow_every < 0 or args.slow_seconds < 0:
         parser.error("--work-ms, --slow-every and --slow-seconds cannot be negative")
-    if args.crash_after and args.variant not in ("b", "c", "c-reconnect", "d", "k", "o", "p"):
-        parser.error("--crash-after needs a variant that commits by hand (b, c, d, k, o or p)")
+    if args.crash_after and args.variant not in ("b", "c", "c-reconnect", "d", "k", "o", "p", *more_variants.VARIANTS):
+        parser.error("--crash-after needs a variant that commits by hand (b, c, d, k, o, p or M9's)")
     if args.variant in ("db", "db-d") and args.expect < 2:
         parser.error(f"--variant {args.variant} needs --expect N (N >= 2): the credits to time")
     if args.lanes < 1 or args.window < 1 or args.connections < 1:

@@ -99,8 +99,8 @@ def run(variant: str, topic: str, group: str, apply, *, stop: threading.Event, *
     asyncio.run(main())
 
 
-def run_worker(args, stop: threading.Event, *, apply, after_db_commit, overrides: dict) -> None:
-    """lab/more_variants.py's entry point."""
+def run_worker(args, stop: threading.Event, *, apply, after_db_commit, overrides: dict, stall) -> None:
+    """lab/more_variants.py's entry point; `apply` stalls where M2 asks."""
     from variants.common import partition_logging
 
     run(args.variant, args.topic, args.group, apply, stop=stop, after_db_commit=after_db_commit,
