@@ -115,7 +115,8 @@ def explain(document: dict) -> str:
 def parse_args(argv=None):
     parser = cli.measurement("M1: hard-kill each consumer variant and count duplicates and losses.", None,
                              events=10000, work_ms=10, keep=True)
-    parser.add_argument("--variant", required=True, choices=(*VARIANTS, "all"))
+    parser.add_argument("--variant", required=True, choices=(*VARIANTS, "all", "frameworks"),
+                        help="one variant; all: the post's four; frameworks: M9's, side by side")
     parser.add_argument("--kills", type=int, default=20)
     parser.add_argument("--life", type=nemesis.life_range, default=(1.0, 8.0), metavar="MIN,MAX",
                         help="seconds a worker lives after its first side effect")
@@ -127,7 +128,7 @@ def parse_args(argv=None):
     args = parser.parse_args(argv)
     cli.at_least(parser, args, 1, "runs", "kills", "events", "partitions", "connections")
     cli.at_least(parser, args, 0, "work_ms")
-    local = "kill.json" if args.variant == "all" else f"kill-{args.variant}.json"
+    local = "kill.json" if args.variant == "all" else f"kill-{args.variant}.json"  # kill-frameworks.json: M9
     post_file = "kill.json" if args.variant in (*POST_VARIANTS, "all") else local
     args.committed = results.reader_paths(args, local, post_file)
     return args
@@ -141,7 +142,7 @@ def post_lines(groups) -> list[str]:
 
 
 def main(args) -> int:
-    variants = POST_VARIANTS if args.variant == "all" else (args.variant,)
+    variants = {"all": POST_VARIANTS, "frameworks": more_variants.FRAMEWORKS}.get(args.variant, (args.variant,))
     config = {"runs": args.runs, "kills": args.kills, "events": args.events, "partitions": args.partitions,
               "work_ms": args.work_ms, "life": list(args.life), "seed": args.seed,
               "session_timeout_ms": args.session_timeout_ms, "group_protocol": "classic",

@@ -117,7 +117,8 @@ def table(summary: dict) -> str:
 def parse_args(argv=None):
     parser = cli.measurement("M2: evict a stalled consumer and count what the zombie writes.", None, events=5000,
                              work_ms=10)
-    parser.add_argument("--variant", required=True, choices=VARIANTS)
+    parser.add_argument("--variant", required=True, choices=(*VARIANTS, "frameworks"),
+                        help="one variant, or frameworks: M9's, side by side")
     parser.add_argument("--consumers", type=int, default=3)
     parser.add_argument("--slow-every", type=int, default=500)
     parser.add_argument("--slow-seconds", type=float, default=12)
@@ -151,7 +152,8 @@ def main(args) -> int:
         config["batch"] = args.batch
     if args.variant == "k":
         config["lanes"] = args.lanes
-    results.drive("measure_rebalance", args.out, config, [{"variant": args.variant}], run_once, summarise, table,
+    variants = more_variants.FRAMEWORKS if args.variant == "frameworks" else (args.variant,)
+    results.drive("measure_rebalance", args.out, config, [{"variant": v} for v in variants], run_once, summarise, table,
                   verdict_line, args.force, committed=args.committed, post_lines=post_lines)
     return 0
 

@@ -28,6 +28,9 @@ VARIANTS: dict[str, tuple[str, str | None]] = {
 }
 
 
+# The frameworks (M9): M1 and M2 run them side by side with `--variant frameworks`.
+FRAMEWORKS = ("fs-default", "fs-ack", "fs-inbox", "qx-eos", "qx-eos-keyed")
+
 # variant -> SQL its worker needs beyond schema.sql (a sink's unique key, a shortcut's own
 # table), run by the schema's owner in the run's schema before the worker starts: the
 # consumer's role may not run DDL.
