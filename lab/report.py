@@ -33,6 +33,11 @@ VARIANT_NAMES = {
     "p": "p: pipelined batched inbox, one statement per batch",
     "db": "db: p's statement alone, batches built in memory",
     "db-d": "db-d: d's statements alone, batches built in memory",
+    "fs-default": "fs-default: FastStream, its defaults (ACK_FIRST: auto-commit)",
+    "fs-ack": "fs-ack: FastStream, AckPolicy.ACK (commit after the handler)",
+    "fs-inbox": "fs-inbox: FastStream, AckPolicy.ACK, handle_once in the handler",
+    "qx-eos": "qx-eos: Quix Streams exactly-once, PostgreSQLSink's plain INSERT",
+    "qx-eos-keyed": "qx-eos-keyed: Quix Streams exactly-once, the sink's ON CONFLICT DO NOTHING on event_id",
 }
 # the others: more of M8 with the same parameters, on second labs beside the first (cluster-more-b.json on the
 # default ports beside cluster-more.json; cluster-acks1.json: six more acks=1 leader kills of b)
@@ -389,6 +394,38 @@ def rebalance_section() -> str:
             f"librdkafka's MAXPOLL line to the next assignment of one of the evicted worker's partitions, to another "
             f"worker or back to the zombie, read from the workers' logs. From `results/rebalance-*.json`: "
             f"{provenance(found)}.\n")
+
+
+def frameworks_section() -> str:
+    """M9: the frameworks under M1's kills and M2's zombie, beside b and c measured the same way."""
+    kill = need("kill-frameworks.json", "python measure_kill.py --variant frameworks --runs 5 --out "
+                                        "results/kill-frameworks.json")
+    zombie = load("rebalance-frameworks-classic.json")
+    beside = {"kill": load("kill.json"), "rebalance": {v: load(f"rebalance-{v}-classic.json") for v in ("b", "c")}}
+    m1 = {**{v: (beside["kill"]["summary"][v], [r for r in beside["kill"]["runs"] if r["variant"] == v])
+             for v in ("b", "c") if beside["kill"] and v in beside["kill"]["summary"]},
+          **{v: (s, [r for r in kill["runs"] if r["variant"] == v]) for v, s in kill["summary"].items()}}
+    m2 = {**{v: doc["summary"][v] for v, doc in beside["rebalance"].items() if doc},
+          **(zombie["summary"] if zombie else {})}
+    rows = []
+    for variant, (s, runs) in m1.items():
+        z = m2.get(variant)
+        rows.append([VARIANT_NAMES[variant], s["runs"], sum(r["kills"] for r in runs), spread(s["duplicates"]),
+                     spread(s["lost"]), f"{s['balances_exact_runs']} of {s['runs']}",
+                     *([z["runs"], z["totals"]["evictions"], z["totals"]["duplicates"], z["totals"]["lost"]]
+                       if z else ["–"] * 4)])
+    c = kill["config"]
+    sources = ["`results/kill-frameworks.json`: " + provenance(kill)]
+    if zombie:
+        sources.append("`results/rebalance-frameworks-classic.json`: " + provenance(zombie))
+    return (markdown_table(["Variant", "M1 runs", "Kills", "Duplicates per run", "Lost per run", "Exact balances",
+                            "M2 runs", "Evictions", "Duplicates", "Lost"], rows)
+            + f"\n\nM1: median (min–max) per run; each run {c['events']:,} credits on {c['partitions']} partitions, "
+            f"up to {c['kills']} SIGKILLs {c['life'][0]:g}–{c['life'][1]:g} s after the worker's first effect, "
+            f"handler sleep {c['work_ms']:g} ms, seed {c['seed']}; b and c from `results/kill.json`, the same "
+            "parameters. M2: totals over the runs, M2's parameters (b and c from `results/rebalance-b-classic.json` "
+            "and `-c-`). Quix's sink writes ledger rows and credits no balance, so its balances are never exact. "
+            "From " + "; ".join(sources) + ".\n")
 
 
 LAYOUT_NAMES = {
@@ -929,7 +966,7 @@ SECTIONS = {"claims": claims_section, "try": try_section, "reconnect": reconnect
             "results-index": results_index_section, "parallel": parallel_section, "eos": eos_section,
             "publish": publish_section, "cluster": cluster_section, "offsets": offsets_section,
             "pipelined": pipelined_section, "latency": latency_section, "growth": growth_section,
-            "consumers": consumers_section}
+            "consumers": consumers_section, "frameworks": frameworks_section}
 DOCUMENTS = [README, *sorted((ROOT / "docs").glob("*.md"))]  # every file that may hold report markers
 
 
