@@ -38,12 +38,13 @@ import time
 
 import psycopg
 
-from lab import cli, harness, results
+from lab import cli, cpu, harness, results, stack
 
 # p@N, db@N, db-d@N: N connections at once
 VARIANTS = ("a1", "a2", "b", "c", "d", "k", "o", "p", "raw", "db", "db-d",
             *(f"{v}@{n}" for v in ("p", "db", "db-d") for n in (1, 2, 3)))
 SELF_TIMED = ("raw", "db", "db-d")  # no ledger to time: the worker times itself and reports
+CONSUMER_ROLE = "inbox_consumer"  # its backends are the ones serving the worker (lab/roles.sql)
 # top/bottom pairs reported; a pair is skipped when either side was not run.
 RATIOS = (("c", "b"), ("b", "a1"), ("c", "a1"), ("a2", "a1"), ("d", "c"), ("d", "raw"), ("c", "raw"),
           ("o", "c"), *((p, bottom) for p in ("p", "p@1", "p@2", "p@3") for bottom in ("d", "db", "raw")),
@@ -80,6 +81,11 @@ def server_counters(dsn: str) -> tuple[int, int]:
             "SELECT (pg_current_wal_insert_lsn() - '0/0'::pg_lsn)::bigint, coalesce(("
             "SELECT idx_blks_read FROM pg_statio_all_indexes WHERE indexrelid = 'processed_messages_pkey'::regclass"
             "), 0)").fetchone()
+
+
+def cpu_snapshot(workers) -> cpu.Snapshot:
+    return cpu.Snapshot.take([w.proc.pid for w in workers], stack.postgres_pid(),
+                             cpu.backends_of(harness.ADMIN_DSN, CONSUMER_ROLE), stack.kafka_pid())
 
 
 def label(variant: str, batch: int | None) -> str:
@@ -127,12 +133,21 @@ def run_once(variant: str, run: int, config: dict, id_type: str = "seq", inbox_r
                     *(w.assignment for w in workers)) == all_partitions, 120,
                     f"{consumers} {variant} workers to share {len(all_partitions)} partitions", interval_s=0.2)
                 harness.produce_events(space.topic, events)
+            # CPU from the first credit to the last. A self-timed worker's window is its own, which
+            # /proc cannot see from here (and db's worker has exited by the end): not read.
+            before = applied_before = None
+            if variant not in SELF_TIMED:
+                harness.wait_until(lambda: any(w.first_effect.is_set() for w in workers), deadline,
+                                   f"{variant}'s first credit", interval_s=0.05)
+                before, applied_before = cpu_snapshot(workers), harness.ledger_count(space.admin)
             if variant in SELF_TIMED:
                 report = harness.wait_until(lambda: workers[0].report, deadline,
                                             f"{variant} to report on {events_count} messages", interval_s=0.5)
             else:
                 harness.wait_until(lambda: harness.ledger_count(space.admin) >= events_count, deadline,
                                    f"{variant} to apply {events_count} credits", interval_s=1.0)
+            after = cpu_snapshot(workers) if before else None
+            peak_rss = [cpu.peak_rss_mib(w.proc.pid) for w in workers] if before else [None]
         finally:
             for worker in workers:
                 worker.stop()
@@ -140,7 +155,11 @@ def run_once(variant: str, run: int, config: dict, id_type: str = "seq", inbox_r
         wal, index_reads = wal_after - wal_before, reads_after - reads_before
         record = {"variant": name, "run": run, "events": events_count, "consumers": consumers,
                   "wal_bytes_per_msg": round(wal / events_count), "inbox_index_reads_per_msg":
-                  round(index_reads / events_count, 3)}
+                  round(index_reads / events_count, 3),
+                  # none when the first credit's batch was the whole topic: no window left to divide
+                  "cpu_us_per_msg": cpu.per_message(before, after, events_count - applied_before)
+                  if before and events_count > applied_before else None, "cpu_window_msgs": events_count - applied_before if before else None,
+                  "consumer_peak_rss_mib": max(peak_rss) if before else None}
         if id_type != "seq":
             record["id_type"] = id_type
         if inbox_rows is not None:
@@ -194,12 +213,23 @@ def case_name(r: dict) -> str:
     return f"{r['variant']}/{r['id_type']}" if r.get("id_type") else r["variant"]
 
 
+def cpu_summary(mine: list[dict]) -> dict:
+    """Median (min-max) µs of CPU per message for each kind of process, and peak RSS; {} for
+    runs measured before the runs recorded them."""
+    if not mine or any(not r.get("cpu_us_per_msg") for r in mine):
+        return {}
+    return {"cpu_us_per_msg": {kind: results.stats(r["cpu_us_per_msg"][kind] for r in mine)
+                               for kind in mine[0]["cpu_us_per_msg"]},
+            "consumer_peak_rss_mib": results.stats(r["consumer_peak_rss_mib"] for r in mine)}
+
+
 def summarise(runs: list[dict]) -> dict:
     if any("inbox_rows" in r for r in runs):
         return summarise_growth(runs)
     names = list(dict.fromkeys(case_name(r) for r in runs))  # in the order they were first run
     summary = {name: {"runs": sum(case_name(r) == name for r in runs),
-                      "msgs_per_s": results.stats(r["msgs_per_s"] for r in runs if case_name(r) == name)}
+                      "msgs_per_s": results.stats(r["msgs_per_s"] for r in runs if case_name(r) == name),
+                      **cpu_summary([r for r in runs if case_name(r) == name])}
                for name in names}
     ratios = {}
     # A consumer sweep: each count against one consumer of the same variant (d:3/d:1).
@@ -229,15 +259,21 @@ def table(summary: dict) -> str:
              for variant, types in summary["growth"].items() for id_type, sizes in types.items()
              for rows, e in sizes.items()])
 
-    return results.text_table(["variant", "runs", "msgs/s median (min-max)"],
-                              [[variant, s["runs"], spread(s["msgs_per_s"], 1)]
+    def cpu_cell(s):
+        return f"{s['cpu_us_per_msg']['total']['median']:.1f}" if "cpu_us_per_msg" in s else "-"
+
+    return results.text_table(["variant", "runs", "msgs/s median (min-max)", "CPU µs/msg, all processes"],
+                              [[variant, s["runs"], spread(s["msgs_per_s"], 1), cpu_cell(s)]
                                for variant, s in summary["variants"].items()]) + "".join(
         f"\n{name} paired by run: median {spread(r, 3)}" for name, r in summary["ratios"].items())
 
 
 def verdict_line(r: dict) -> str:
+    cost = r.get("cpu_us_per_msg") or {}
     return (f"{r['variant']} run {r['run']}: {r['msgs_per_s']} msgs/s, gap p50 {r['gap_p50_ms']} ms, "
-            f"p99 {r['gap_p99_ms']} ms, {r['duplicates']} duplicates, {r['lost']} lost")
+            f"p99 {r['gap_p99_ms']} ms, {r['duplicates']} duplicates, {r['lost']} lost"
+            + (f", CPU {cost['total']} µs/msg ({', '.join(f'{k} {v}' for k, v in cost.items() if k != 'total')})"
+               if cost else ""))
 
 
 def parse_args(argv=None):

@@ -223,10 +223,32 @@ def throughput_section() -> str:
         rows.append(f"| {VARIANT_NAMES.get(name, name)} | {s['runs']} | {spread(s['msgs_per_s'], 1)} | {p50:.3f} "
                     f"| {p99:.3f} | {share} |")
     c = throughput["config"]
-    return ("\n".join(rows) + f"\n\n{c['runs']} runs of {c['events']:,} messages per variant on {c['partitions']} "
-            "partitions, no kills, no handler sleep, interleaved run by run in one invocation; msgs/s from the first "
-            "to the last side effect (ledger `clock_timestamp()`; raw times itself). Gaps are medians over runs of "
-            f"each run's p50 and p99. From `results/throughput.json`: {provenance(throughput)}.\n")
+    return (cpu_table(throughput) + "\n".join(rows) + f"\n\n{c['runs']} runs of {c['events']:,} messages per variant on "
+            f"{c['partitions']} partitions, no kills, no handler sleep, interleaved run by run in one invocation; msgs/s "
+            "from the first to the last side effect (ledger `clock_timestamp()`; raw times itself). Gaps are medians "
+            f"over runs of each run's p50 and p99. From `results/throughput.json`: {provenance(throughput)}.\n")
+
+
+CPU_KINDS = {"consumer_python": "consumer, Python", "consumer_librdkafka": "consumer, librdkafka",
+             "postgres_backends": "Postgres, its backends", "postgres_other": "Postgres, the rest",
+             "broker": "broker"}
+
+
+def cpu_table(doc: dict) -> str:
+    """µs of CPU per message, per process, for the variants whose runs recorded it (lab/cpu.py);
+    "" for a file measured before runs did."""
+    variants = {name: s for name, s in doc["summary"]["variants"].items() if "cpu_us_per_msg" in s}
+    if not variants:
+        return ""
+    rows = [[VARIANT_NAMES.get(name, name), s["runs"],
+             *(f"{s['cpu_us_per_msg'][kind]['median']:,.1f}" for kind in CPU_KINDS),
+             spread(s["cpu_us_per_msg"]["total"], 1), f"{s['consumer_peak_rss_mib']['median']:,.0f}"]
+            for name, s in variants.items()]
+    return (markdown_table(["Variant", "Runs", *(f"µs/msg: {label}" for label in CPU_KINDS.values()),
+                            "µs/msg, all, median (min–max)", "Consumer peak RSS (MiB)"], rows)
+            + "\n\nCPU per message, a figure of the code rather than of this machine: each process's user and "
+            "system CPU (from /proc) between the first credit and the last, divided by the messages applied "
+            "between them; medians over the runs. raw and the db ceilings time themselves and are not read.\n\n")
 
 
 def batch_section() -> str:

@@ -56,3 +56,14 @@ def test_a_section_is_checked_against_the_code_its_variants_run():
     assert "variants/consume_batched.py" in report.code_of([{"variant": "b"}, {"variant": "d"}])
     assert "variants" in report.code_of([{"policy": "ext"}])
     assert {"consume.py", "lab/worker.py", "lab/harness.py"} <= set(report.code_of([{"variant": "c"}]))
+
+
+def test_cpu_per_message_is_a_table_of_its_own_only_when_runs_recorded_it():
+    stat = {"median": 2.0, "min": 1.0, "max": 3.0}
+    cpu = {kind: stat for kind in (*report.CPU_KINDS, "total")}
+    doc = {"summary": {"variants": {"c": {"runs": 5, "msgs_per_s": stat, "cpu_us_per_msg": cpu,
+                                          "consumer_peak_rss_mib": stat},
+                                    "raw": {"runs": 5, "msgs_per_s": stat}}}}
+    table = report.cpu_table(doc)
+    assert table.count("\n| ") == 2 and "| c: inbox + commit after the DB | 5 | 2.0 |" in table and "raw:" not in table
+    assert report.cpu_table({"summary": {"variants": {"raw": {"runs": 5, "msgs_per_s": stat}}}}) == ""

@@ -17,10 +17,36 @@ from measurements import measure_latency
 def test_throughput_run_times_every_credit_once(variant):
     record = measure_throughput.run_once(variant, 1, {"events": 300, "partitions": 2})
     assert record["msgs_per_s"] > 0
-    if variant == "db":  # no Kafka, no ledger to check: it times itself
+    if variant == "db":  # no Kafka, no ledger to check: it times itself (and its CPU is not read)
+        assert record["cpu_us_per_msg"] is None
         return
+    # CPU per message for each kind of process: recorded, never compared with a figure (a
+    # batch variant may have applied all 300 by its first credit's report: nothing left to divide)
+    cost, window = record["cpu_us_per_msg"], record["cpu_window_msgs"]
+    assert record["consumer_peak_rss_mib"] > 0 and 0 <= window < 300
+    if cost is None:
+        assert window == 0
+        return
+    assert set(cost) == {"consumer_python", "consumer_librdkafka", "postgres_backends", "postgres_other", "broker",
+                         "total"}
+    assert all(v >= 0 for v in cost.values())
     assert (record["duplicates"], record["lost"], record["balances_exact"]) == (0, 0, True)
     assert 0 <= record["gap_p50_ms"] <= record["gap_p99_ms"]
+
+
+def test_cpu_is_read_per_thread_from_proc():
+    import os
+    import threading
+
+    from lab import cpu
+    spin = threading.Thread(target=lambda: sum(range(3_000_000)), name="spin")
+    before = cpu.threads(os.getpid())
+    spin.start()
+    spin.join()
+    after = cpu.threads(os.getpid())
+    assert cpu.cpu_seconds(os.getpid()) >= sum(seconds for _, seconds in after.values()) - 0.05
+    assert set(before) & set(after) and all(after[t][1] >= before[t][1] for t in set(before) & set(after))
+    assert cpu.peak_rss_mib(os.getpid()) > 0 and os.getpid() in cpu.children(os.getppid())
 
 
 @pytest.mark.slow
