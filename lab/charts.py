@@ -369,6 +369,31 @@ def publish(plt, doc):
     return fig
 
 
+def retention(plt, doc):
+    c = doc["config"]
+    windows = list(dict.fromkeys(r["window"] for r in doc["runs"]))
+    days = {r["window"]: r["window_days"] for r in doc["runs"]}
+    variants = list(dict.fromkeys(r["variant"] for r in doc["runs"]))
+    colours = {"c": BLUE, "d": DARK, "p": GREY, "v7": RED}
+
+    def total(variant, window, field):
+        return sum(r[field] for r in doc["runs"] if r["variant"] == variant and r["window"] == window)
+
+    fig, ax = plt.subplots(figsize=(9, 4.4))
+    series = [(f"{v}: duplicates", [total(v, w, "duplicates") for w in windows], colours.get(v, GREY))
+              for v in variants if v != "v7"]
+    if "v7" in variants:
+        series.append(("v7: dead-lettered, too old to check", [total("v7", w, "dead_lettered") for w in windows],
+                       colours["v7"]))
+    alarms = {w: sum(r["alarm"] for r in doc["runs"] if r["window"] == w) for w in windows}
+    runs = {w: sum(r["window"] == w for r in doc["runs"]) for w in windows}
+    grouped_bars(ax, [f"keeps {days[w]} d ({w})\nalarm in {alarms[w]} of {runs[w]} runs" for w in windows], series)
+    ax.set_ylabel(f"total over {c['runs']} runs")
+    ax.set_title(f"A replay from {c['age_days']} days back, against inboxes that remember less, as much, or more",
+                 fontsize=11)
+    return fig
+
+
 # --- the registry -------------------------------------------------------------------------
 
 # chart: (the function that draws it, the results files it draws, in its arguments' order)
@@ -386,6 +411,7 @@ CHARTS = {
     "growth": (growth, ["throughput-inbox.json"]),
     "consumers": (consumers, ["throughput-consumers.json"]),
     "latency": (latency, ["latency.json"]),
+    "retention": (retention, ["retention.json"]),
 }
 
 

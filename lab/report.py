@@ -450,6 +450,28 @@ def frameworks_section() -> str:
             "From " + "; ".join(sources) + ".\n")
 
 
+def retention_section() -> str:
+    """M4b: the replay from further back than the inbox remembers, per variant and window."""
+    doc = need("retention.json", "python -m measurements.measure_retention --variant all --runs 5")
+    c = doc["config"]
+    names = {**VARIANT_NAMES, "v7": "v7: the lean inbox, UUIDv7 IDs, a partition a day"}
+    rows = []
+    for key, s in doc["summary"].items():
+        variant, window = key.split(" ")
+        mine = [r for r in doc["runs"] if r["variant"] == variant and r["window"] == window]
+        t = s["totals"]
+        rows.append([names[variant], f"{mine[0]['window_days']} days ({window})", s["runs"], f"{t['duplicates']:,}",
+                     t["lost"], f"{t['dead_lettered']:,}", f"{t['alarm']} of {s['runs']}"])
+    return (markdown_table(["Variant", "Inbox keeps", "Runs", "Duplicates", "Lost", "Dead-lettered",
+                            "Alarm before the replay"], rows, text_columns=2)
+            + f"\n\nTotals over all runs. Each run: {c['old']:,} credits consumed {c['age_days']} days ago (the owner "
+            f"moves their inbox rows' `processed_at` back {c['age_days']} days; v7's IDs carry that time) and "
+            f"{c['recent']:,} consumed today; retention keeps the window of the row (retention.sql's batched "
+            "delete; v7 drops whole days); the alarm is `lab.retention --check` against the replay's age, run "
+            "before the replay; then the group is reset to the earliest offsets and the topic read again. "
+            f"From `results/retention.json`: {provenance(doc)}.\n")
+
+
 LAYOUT_NAMES = {
     "text": "text (UUID string)", "uuid-v4": "uuid, v4 (random)", "uuid-v7": "uuid, v7 (`uuidv7()`)",
     "v7-pk-range": "lean: v7 key only, expired by key range", "v7-partitioned": "lean: v7 key only, a partition a day",
@@ -988,7 +1010,8 @@ SECTIONS = {"claims": claims_section, "try": try_section, "reconnect": reconnect
             "results-index": results_index_section, "parallel": parallel_section, "eos": eos_section,
             "publish": publish_section, "cluster": cluster_section, "offsets": offsets_section,
             "pipelined": pipelined_section, "latency": latency_section, "growth": growth_section,
-            "consumers": consumers_section, "frameworks": frameworks_section}
+            "consumers": consumers_section, "frameworks": frameworks_section,
+            "retention": retention_section}
 DOCUMENTS = [README, *sorted((ROOT / "docs").glob("*.md"))]  # every file that may hold report markers
 
 
