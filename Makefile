@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 KAFKA_JAR := .cache/kafka/libs/kafka_2.13-4.3.1.jar
 FORCE ?=
 
-.PHONY: setup setup-frameworks up down status demo tour test test-post lint measure report up-replicated test-replicated measure-cluster
+.PHONY: setup setup-frameworks up down status demo tour test test-post test-frameworks lint measure report up-replicated test-replicated measure-cluster
 
 setup: $(VENV)/.installed $(KAFKA_JAR)
 
@@ -17,7 +17,7 @@ $(VENV)/.installed: requirements.txt
 	touch $@
 
 # M9's frameworks: FastStream in the lab's venv, Quix Streams in one of its own (it pins an
-# older confluent-kafka). `make test` needs them; `make demo` does not.
+# older confluent-kafka). `make test-frameworks` needs them; `make test` and `make demo` do not.
 VENV_QUIX := .venv-quix
 setup-frameworks: setup $(VENV)/.frameworks $(VENV_QUIX)/.installed
 
@@ -104,9 +104,13 @@ report: setup
 
 # The tests marked root (pytest -m root: the partition faults and the namespace relay) build
 # network namespaces with `ip netns`; without root they fail, and this says so before they start.
-test: up setup-frameworks
+test: up
 	@[ "$$(id -u)" = 0 ] || echo "make test: the $$($(PY) -m pytest -m root --collect-only -q 2>/dev/null | tail -1 | cut -d/ -f1) tests marked root (network partitions: ip netns) need root and will fail as $$(id -un)" >&2
 	$(PY) -m pytest
+
+# M9's frameworks on the real services, in their own environments (FastStream; Quix in .venv-quix).
+test-frameworks: up setup-frameworks
+	$(PY) -m pytest tests/frameworks
 
 # The tests that stand for the post's 13 (README, "The post's 13 tests").
 test-post: up
