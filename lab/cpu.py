@@ -92,12 +92,13 @@ class Snapshot:
                     continue
             return out
 
-        consumer = {(pid, tid): named for pid in consumer_pids for tid, named in alive([pid], threads).get(
-            pid, {}).items()}
+        consumer = {(pid, tid): named for pid, named_threads in alive(consumer_pids, threads).items()
+                    for tid, named in named_threads.items()}
         postgres = alive(children(postmaster), cpu_seconds)
-        return cls(consumer, {p: s for p, s in postgres.items() if p in backend_pids},
-                   {p: s for p, s in postgres.items() if p not in backend_pids}, alive([broker], cpu_seconds).get(
-                       broker, 0.0))
+        return cls(consumer_threads=consumer,
+                   backends={p: s for p, s in postgres.items() if p in backend_pids},
+                   postgres_others={p: s for p, s in postgres.items() if p not in backend_pids},
+                   broker=alive([broker], cpu_seconds).get(broker, 0.0))
 
 
 def per_message(before: Snapshot, after: Snapshot, messages: int) -> dict:
