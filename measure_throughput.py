@@ -38,11 +38,11 @@ import time
 
 import psycopg
 
-from lab import cli, cpu, harness, results, stack
+from lab import cli, cpu, harness, more_variants, results, stack
 
 # p@N, db@N, db-d@N: N connections at once
 VARIANTS = ("a1", "a2", "b", "c", "d", "k", "o", "p", "raw", "db", "db-d",
-            *(f"{v}@{n}" for v in ("p", "db", "db-d") for n in (1, 2, 3)))
+            *(f"{v}@{n}" for v in ("p", "db", "db-d") for n in (1, 2, 3)), *more_variants.FRAMEWORKS)
 SELF_TIMED = ("raw", "db", "db-d")  # no ledger to time: the worker times itself and reports
 CONSUMER_ROLE = "inbox_consumer"  # its backends are the ones serving the worker (lab/roles.sql)
 # top/bottom pairs reported; a pair is skipped when either side was not run.
@@ -50,7 +50,10 @@ RATIOS = (("c", "b"), ("b", "a1"), ("c", "a1"), ("a2", "a1"), ("d", "c"), ("d", 
           ("o", "c"), *((p, bottom) for p in ("p", "p@1", "p@2", "p@3") for bottom in ("d", "db", "raw")),
           *((f"p@{n}", f"db@{n}") for n in (1, 2, 3)), ("db@2", "db@1"), ("p@2", "p@1"),
           ("d", "db-d"), ("db", "db-d"),
-          *((f"k@{n}", "c") for n in (1, 4, 16, 64)))
+          *((f"k@{n}", "c") for n in (1, 4, 16, 64)),
+          # M9: a framework's cost. Quix writes a checkpoint's rows at once (every 5 s), so the
+          # ledger clock sees whole checkpoints: give it many (--events-of qx-eos-keyed=...).
+          ("fs-inbox", "c"), ("qx-eos-keyed", "c"), ("fs-inbox", "fs-ack"))
 
 
 def server_settings() -> dict:
