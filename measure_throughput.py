@@ -161,7 +161,8 @@ def run_once(variant: str, run: int, config: dict, id_type: str = "seq", inbox_r
                   round(index_reads / events_count, 3),
                   # none when the first credit's batch was the whole topic: no window left to divide
                   "cpu_us_per_msg": cpu.per_message(before, after, events_count - applied_before)
-                  if before and events_count > applied_before else None, "cpu_window_msgs": events_count - applied_before if before else None,
+                  if before and events_count > applied_before else None,
+                  "cpu_window_msgs": events_count - applied_before if before else None,
                   "consumer_peak_rss_mib": max(peak_rss) if before else None}
         if id_type != "seq":
             record["id_type"] = id_type

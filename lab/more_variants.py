@@ -25,10 +25,12 @@ ROOT = Path(__file__).resolve().parents[1]
 VARIANTS: dict[str, tuple[str, str | None]] = {
     **{v: ("variants.consume_faststream", None) for v in ("fs-default", "fs-ack", "fs-inbox")},
     **{v: ("variants.consume_quix", ".venv-quix") for v in ("qx-eos", "qx-eos-keyed")},
+    **{v: ("variants.shortcuts", None) for v in ("upsert", "versioned", "offset-dedup")},
 }
 
 
-# The frameworks (M9): M1 and M2 run them side by side with `--variant frameworks`.
+# The frameworks (M9): M1 and M2 run them side by side with `--variant frameworks`. The
+# post's shortcuts (upsert, versioned, offset-dedup) meet the publishers' copies in M7b.
 FRAMEWORKS = ("fs-default", "fs-ack", "fs-inbox", "qx-eos", "qx-eos-keyed")
 
 # variant -> SQL its worker needs beyond schema.sql (a sink's unique key, a shortcut's own
@@ -37,6 +39,10 @@ FRAMEWORKS = ("fs-default", "fs-ack", "fs-inbox", "qx-eos", "qx-eos-keyed")
 SETUP: dict[str, str] = {
     # the key the sink's ON CONFLICT DO NOTHING needs: one ledger row per event ID
     "qx-eos-keyed": "CREATE UNIQUE INDEX IF NOT EXISTS ledger_event_id_key ON ledger (event_id)",
+    # upsert and versioned set a state by business key; last_seq is versioned's version
+    **{v: "CREATE TABLE IF NOT EXISTS account_state (account_id integer PRIMARY KEY, last_event text NOT NULL, "
+          "last_seq bigint NOT NULL, last_amount bigint NOT NULL); "
+          "GRANT SELECT, INSERT, UPDATE ON account_state TO inbox_consumer" for v in ("upsert", "versioned")},
 }
 
 

@@ -39,6 +39,19 @@ from variants import relay
 
 SOURCES = ("relay", "retries", "restart")
 VARIANTS = ("b", "c", "d")
+SHORTCUTS = ("offset-dedup", "upsert", "versioned")  # M9: the post's shortcuts meet the copies too
+STATEFUL = ("upsert", "versioned")  # their effect is a state per account: checked by stale_states()
+
+
+def stale_states(events: list[tuple[str, dict]], states: dict[int, int]) -> dict:
+    """The checker for a state set by business key (pure): each account's state must be its
+    newest event, the one with the highest seq. `states`: account -> the seq its state holds.
+    Returns the accounts whose state is an older event (stale) or missing."""
+    newest = {}
+    for _, event in events:
+        newest[event["account_id"]] = max(newest.get(event["account_id"], 0), event["seq"])
+    return {"stale_accounts": sum(1 for a, seq in newest.items() if a in states and states[a] != seq),
+            "missing_accounts": sum(1 for a in newest if a not in states)}
 
 
 def unpublished(space) -> int:
@@ -159,6 +172,10 @@ def run_once(source: str, idempotence: str, variant: str, run: int, config: dict
         recovery = harness.recover(variant, space, deadline_s=300, log_path=log_path,
                                    args=harness.worker_args(variant, config))
         verdict = harness.verdict_of(events, space.admin)
+        if variant in STATEFUL:
+            with psycopg.connect(space.admin) as conn:
+                states = dict(conn.execute("SELECT account_id, last_seq FROM account_state").fetchall())
+            verdict.update(stale_states(events, states))
     return {"source": source, "idempotence": idempotence, "variant": variant, "run": run, "seed": seed,
             "events": config["events"], "faults": len(fault_log), "log_copies": log["copies"],
             "log_missing": log["missing"], **verdict, "skipped": recovery["counts"].get("skipped", 0),
@@ -175,7 +192,7 @@ def key(r: dict) -> str:
 
 
 def summarise(runs: list[dict]) -> dict:
-    return results.summarise_runs(runs, [key(p) for p in plan_of(SOURCES, VARIANTS)], key=key,
+    return results.summarise_runs(runs, [key(p) for p in plan_of(SOURCES, (*VARIANTS, *SHORTCUTS))], key=key,
                                   spreads=("log_copies", "log_missing", "duplicates", "lost", "faults", "wall_s"))
 
 
@@ -191,8 +208,9 @@ def table(summary: dict) -> str:
 
 
 def verdict_line(r: dict) -> str:
+    stale = f", {r['stale_accounts']} accounts left on an older state" if "stale_accounts" in r else ""
     return (f"{r['source']} (idempotence {r['idempotence']}) -> {r['variant']} run {r['run']}: {r['log_copies']} "
-            f"copies in the log, {r['duplicates']} duplicates, {r['lost']} lost ({r['faults']} faults, "
+            f"copies in the log, {r['duplicates']} duplicates, {r['lost']} lost{stale} ({r['faults']} faults, "
             f"{r['wall_s']:g}s)")
 
 
@@ -200,7 +218,8 @@ def parse_args(argv=None):
     parser = cli.measurement("M7b: publishers that publish twice, and what b, c and d make of the copies.",
                              str(results.RESULTS / "publish.json"), events=5000, keep=True)
     parser.add_argument("--source", required=True, choices=(*SOURCES, "all"))
-    parser.add_argument("--variant", required=True, choices=(*VARIANTS, "all"))
+    parser.add_argument("--variant", required=True, choices=(*VARIANTS, *SHORTCUTS, "all", "shortcuts"),
+                        help="all: b, c and d; shortcuts: the post's (offset-dedup, upsert, versioned)")
     parser.add_argument("--rate", type=float, default=500, help="events a second the application publishes")
     parser.add_argument("--kills", type=int, default=5, help="relay, restart: SIGKILLs a run")
     parser.add_argument("--life", type=nemesis.life_range, default=(0.5, 3.0), metavar="MIN,MAX",
@@ -220,7 +239,7 @@ def parse_args(argv=None):
 
 def main(args) -> int:
     sources = SOURCES if args.source == "all" else (args.source,)
-    variants = VARIANTS if args.variant == "all" else (args.variant,)
+    variants = {"all": VARIANTS, "shortcuts": SHORTCUTS}.get(args.variant, (args.variant,))
     config = results.config_of(args, "out", "force", "keep", "source", "variant", life=list(args.life), batch=500,
                                acks="all", consumer="one worker of the variant, after publishing, no faults")
     results.drive("measure_publish", args.out, config, plan_of(sources, variants), run_once, summarise, table,

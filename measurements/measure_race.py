@@ -31,7 +31,8 @@ from lab import checker, cli, harness, results
 from variants import provider
 
 # variant: (worker variant, provider mode or None when the effect is the ledger); b, no inbox, is the control
-VARIANTS = {"b": ("b", None), "c": ("c", None), "d": ("d", None), "external": ("ext", "keys"), "outbox": ("outbox", "keys"),
+VARIANTS = {"b": ("b", None), "c": ("c", None), "d": ("d", None), "external": ("ext", "keys"),
+            "outbox": ("outbox", "keys"),
             "o": ("o", None), "p": ("p", None)}
 COUNTS = ("duplicates", "lost", "retried", "died", "skipped")
 

@@ -12,6 +12,8 @@ import measure_storage
 import measure_throughput
 from lab import results
 
+pytestmark = pytest.mark.xdist_group("shared")  # the measurement lock, the reader's results/local: one worker
+
 
 def test_a_readers_run_writes_its_own_file_and_compares_with_the_committed_one():
     kill = measure_kill.parse_args(["--variant", "c", "--runs", "1"])

@@ -6,7 +6,6 @@ import time
 import pytest
 from helpers import POISON, consuming, drained, read_all, send
 
-import consume
 from lab import harness
 from lab.settings import PROVIDER_DSN
 from variants import consume_external as ext

@@ -4,7 +4,8 @@ import pytest
 
 from measurements import measure_faults
 
-pytestmark = [pytest.mark.usefixtures("services"), pytest.mark.slow]
+# serial: a Postgres or broker restart would fail whatever else runs on the stack meanwhile
+pytestmark = [pytest.mark.usefixtures("services"), pytest.mark.slow, pytest.mark.serial]
 
 CONFIG = {"events": 800, "partitions": 6, "work_ms": 10, "faults": 1, "every_s": 2, "outage_s": 8,
           "session_timeout_ms": 3000, "max_poll_interval_ms": 5000, "batch": 50, "seed": 1,

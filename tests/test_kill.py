@@ -6,6 +6,8 @@ import pytest
 
 import measure_kill
 
+pytestmark = pytest.mark.xdist_group("shared")  # the measurement lock: one worker, in turn
+
 
 @pytest.mark.slow
 @pytest.mark.usefixtures("services")

@@ -12,6 +12,8 @@ import pytest
 from lab import harness
 from lab.settings import ADMIN_DSN, ROOT
 
+pytestmark = pytest.mark.xdist_group("shared")  # the default database, topic and group: one worker, in turn
+
 COUNT = 60
 TOPIC, GROUP = "consumer.deposits", "wallet-credits"  # consume.py's, as the post has them
 

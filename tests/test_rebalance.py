@@ -8,6 +8,8 @@ import pytest
 import measure_rebalance
 from lab import checker, harness
 
+pytestmark = pytest.mark.xdist_group("shared")  # the measurement lock: one worker, in turn
+
 CONFIG = {"events": 20, "consumers": 2, "partitions": 2, "slow_every": 15, "slow_seconds": 5,
           "max_poll_interval_ms": 3000, "session_timeout_ms": 2000, "work_ms": 5, "seed": 3, "batch": 10}
 

@@ -10,6 +10,8 @@ import measure_throughput
 from lab import harness, results
 from measurements import measure_latency
 
+pytestmark = pytest.mark.xdist_group("shared")  # the measurement lock, the kept inboxes: one worker, in turn
+
 
 @pytest.mark.slow
 @pytest.mark.usefixtures("services")
