@@ -9,6 +9,7 @@ from the checkout, e.g. `python -m measurements.measure_faults --help`.
     measure_eos.py        Kafka's exactly-once loop against Postgres
     measure_cluster.py    M8: the replicated lab, leader kills and failovers
     measure_latency.py    end-to-end latency at a steady rate
+    measure_retention.py  M4b: a replay from further back than the inbox remembers
     profile_d.py, profile_p.py   where d's and p's time goes
     tour.py               the pattern end to end in a minute
 """
