@@ -907,6 +907,26 @@ def claims_section() -> str:
                      f"async standby: {a['totals']['lost'] / a['runs']:,.0f} lost a run; sync: "
                      f"{s['totals']['lost'] / s['runs']:,.0f}", "new: the inbox cannot keep what the failover "
                      "lost" if a["totals"]["lost"] else "new"])
+    replay = load("retention.json")
+    if replay and {"c shorter", "c longer"} <= set(replay["summary"]):
+        short, long = replay["summary"]["c shorter"], replay["summary"]["c longer"]
+        age = replay["config"]["age_days"]
+        rows.append([f"Retention slips first: a replay from {age} days back into an inbox that remembers less",
+                     "argued, not measured",
+                     f"c: {short['totals']['duplicates'] / short['runs']:,.0f} duplicates a run keeping "
+                     f"{age - 1} days (alarm in {short['totals']['alarm']} of {short['runs']} runs first), "
+                     f"{long['totals']['duplicates'] / long['runs']:,.0f} keeping {2 * age}",
+                     "holds" if short["totals"]["duplicates"] and not long["totals"]["duplicates"]
+                     and short["totals"]["alarm"] == short["runs"] else "differs"])
+    frameworks = load("kill-frameworks.json")
+    if frameworks and {"fs-default", "fs-inbox"} <= set(frameworks["summary"]):
+        default, inbox = frameworks["summary"]["fs-default"], frameworks["summary"]["fs-inbox"]
+        rows.append(["A framework's defaults are auto-commit: duplicates on a kill (FastStream)",
+                     "argued, not measured",
+                     f"fs-default {spread(default['duplicates'])} duplicates a run; with the inbox in its handler "
+                     f"{inbox['duplicates']['max']} duplicates, {inbox['lost']['max']} lost",
+                     "holds" if default["duplicates"]["min"] > 0 == inbox["duplicates"]["max"] + inbox["lost"]["max"]
+                     else "differs"])
     return markdown_table(["The post's claim", "The post", "This lab, per run", "Verdict"], rows, text_columns=4) + "\n"
 
 
