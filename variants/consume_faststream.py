@@ -37,6 +37,7 @@ from publish import ensure_topic, make_producer
 
 log = logging.getLogger("consume")
 
+HANDLER_FAILED_LOG = "handler raised on %s/%s/%s: %s"  # the framework acks (or not) after this, by its policy
 POLICIES = {"fs-default": None, "fs-ack": AckPolicy.ACK, "fs-inbox": AckPolicy.ACK}  # None: FastStream's own
 
 
@@ -79,7 +80,13 @@ def build(variant: str, topic: str, group: str, apply, *, dsn: str = DSN, after_
                        **({"ack_policy": policy} if policy else {}), **(rebalance_callbacks or {}))
     def handler(body: bytes, msg: KafkaMessage) -> None:  # a plain def: FastStream runs it in a thread
         raw = msg.raw_message
-        outcome = process(db.get(), raw, dead_letters, handle, apply)
+        try:
+            outcome = process(db.get(), raw, dead_letters, handle, apply)
+        except Exception as e:
+            # FastStream (logger=None) would drop this silently, then apply its ack policy: under
+            # ACK that commits past this message. Said here, so a harness can count it.
+            log.warning(HANDLER_FAILED_LOG, raw.topic(), raw.partition(), raw.offset(), f"{type(e).__name__}: {e}")
+            raise
         if after_db_commit is not None:
             after_db_commit(raw, outcome)
 
