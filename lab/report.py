@@ -117,6 +117,7 @@ VARIANT_CODE = {
     "k": ("variants/consume_parallel.py",),
     "o": ("variants/consume_offsets.py",),
     **{v: ("variants/consume_eos.py",) for v in ("e", "f")},
+    "v7": ("variants/inbox_v7.py", "variants/inbox_v7.sql"),
 }
 
 
