@@ -118,6 +118,9 @@ VARIANT_CODE = {
     "o": ("variants/consume_offsets.py",),
     **{v: ("variants/consume_eos.py",) for v in ("e", "f")},
     "v7": ("variants/inbox_v7.py", "variants/inbox_v7.sql"),
+    **{v: ("variants/consume_faststream.py", "lab/more_variants.py") for v in ("fs-default", "fs-ack", "fs-inbox")},
+    **{v: ("variants/consume_quix.py", "lab/more_variants.py") for v in ("qx-eos", "qx-eos-keyed")},
+    **{v: ("variants/shortcuts.py", "lab/more_variants.py") for v in ("upsert", "versioned", "offset-dedup")},
 }
 
 
