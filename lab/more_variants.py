@@ -12,11 +12,13 @@ calls it). A module's contract: run_worker(args, stop, *, apply, after_db_commit
 runs until `stop` is set, where `args` is worker.py's parsed command line (topic, group,
 work_ms, ...), `apply(conn, event_id, event)` is the lab's credit (handler sleep, stalls,
 first-effect line included), `after_db_commit(msg, outcome)` is the crash point,
-`overrides` are the librdkafka settings the harness chose, and `stall.maybe(conn,
-event_id, event)` is M2's stall, for a variant that does not credit through `apply`.
+`overrides` are the librdkafka settings the harness chose, `stall.maybe(conn,
+event_id, event)` is M2's stall, for a variant that does not credit through `apply`, and
+`first_effect(event_id)` prints worker.py's first-effect line once, for the same kind.
 """
 import importlib
 import sys
+import threading
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -72,4 +74,13 @@ def python_for(variant: str) -> str:
 
 
 def run(args, stop, **hooks) -> None:
-    importlib.import_module(VARIANTS[args.variant][0]).run_worker(args, stop, **hooks)
+    from lab import worker  # the line the harness waits on is worker.py's, printed once
+
+    first = threading.Event()
+
+    def first_effect(event_id: str) -> None:
+        if not first.is_set():
+            first.set()
+            worker.log.info(worker.FIRST_EFFECT_LOG, event_id)
+
+    importlib.import_module(VARIANTS[args.variant][0]).run_worker(args, stop, first_effect=first_effect, **hooks)

@@ -25,6 +25,7 @@ Checker: ledger rows per event ID (checker.check), and the dead letters.
     python -m measurements.measure_retention --variant c --runs 1
     python -m measurements.measure_retention --variant all --runs 5
 """
+import calendar
 import functools
 import random
 import sys
@@ -128,9 +129,10 @@ def run_once(variant: str, window: str, run: int, config: dict) -> dict:
                 dropped = owner.execute("SELECT inbox_v7_drop_before(%s, now() - make_interval(days => %s))",
                                         (v7_table, keep)).fetchone()[0]
                 oldest = owner.execute(
+                    # the partitions are named by UTC day (inbox_v7.sql)
                     "SELECT min(split_part(c.relname, '_', -1)) FROM pg_inherits i JOIN pg_class c "
                     "ON c.oid = i.inhrelid WHERE i.inhparent = %s::regclass", (v7_table,)).fetchone()[0]
-                reach = (time.time() - time.mktime(time.strptime(oldest, "%Y%m%d"))) / 86400 if oldest else 0
+                reach = (time.time() - calendar.timegm(time.strptime(oldest, "%Y%m%d"))) / 86400 if oldest else 0
                 forgotten = {"dropped_days": dropped}
                 alarm = reach < age
                 alarm_line = (f"{'ALARM' if alarm else 'ok'}: the v7 inbox's oldest day is {reach:.1f} days back, "

@@ -3,8 +3,11 @@ crash between the broker's acknowledgement and the outbox mark republishes its b
 on the real services; and the state checker on hand-made data."""
 import pytest
 
+from lab import more_variants
 from measurements import measure_publish
+from variants import shortcuts
 
+STATE_TABLE = more_variants.SETUP["upsert"]  # what the harness makes for these variants
 RELAY = {"events": 600, "partitions": 2, "seed": 1, "rate": 2000.0, "kills": 1, "life": [0.5, 0.5],
          "planted": 2, "batch": 500}
 
@@ -14,6 +17,16 @@ def test_a_state_is_stale_when_it_is_not_the_accounts_newest_event():
               ("e3", {"account_id": 2, "seq": 3}), ("e4", {"account_id": 3, "seq": 4})]
     assert measure_publish.stale_states(events, {1: 2, 2: 3, 3: 4}) == {"stale_accounts": 0, "missing_accounts": 0}
     assert measure_publish.stale_states(events, {1: 1, 2: 3}) == {"stale_accounts": 1, "missing_accounts": 1}
+
+
+@pytest.mark.parametrize("versioned, final_seq", [(False, 1), (True, 2)])
+def test_a_late_copy_of_an_older_event_sets_an_upsert_back_and_not_a_versioned_one(versioned, final_seq, conn):
+    # account 1's event 2 is applied, then a copy of its older event 1 arrives
+    conn.execute(STATE_TABLE)
+    handle = shortcuts.state_handler(versioned)
+    assert handle(conn, "e2", {"account_id": 1, "seq": 2, "amount": 20}) is True
+    assert handle(conn, "e1", {"account_id": 1, "seq": 1, "amount": 10}) is (not versioned)
+    assert conn.execute("SELECT last_seq FROM account_state WHERE account_id = 1").fetchone()[0] == final_seq
 
 
 @pytest.mark.slow

@@ -84,7 +84,7 @@ def build(variant: str, topic: str, group: str, apply, *, dsn: str = DSN, after_
             outcome = process(db.get(), raw, dead_letters, handle, apply)
         except Exception as e:
             # FastStream (logger=None) would drop this silently, then apply its ack policy: under
-            # ACK that commits past this message. Said here, so a harness can count it.
+            # ACK that commits past this message. Said here, so the worker's log shows it.
             log.warning(HANDLER_FAILED_LOG, raw.topic(), raw.partition(), raw.offset(), f"{type(e).__name__}: {e}")
             raise
         if after_db_commit is not None:
@@ -106,8 +106,9 @@ def run(variant: str, topic: str, group: str, apply, *, stop: threading.Event, *
     asyncio.run(main())
 
 
-def run_worker(args, stop: threading.Event, *, apply, after_db_commit, overrides: dict, stall) -> None:
-    """lab/more_variants.py's entry point; `apply` stalls where M2 asks."""
+def run_worker(args, stop: threading.Event, *, apply, after_db_commit, overrides: dict, stall,
+               first_effect) -> None:
+    """lab/more_variants.py's entry point; `apply` stalls where M2 asks and says its first effect."""
     from variants.common import partition_logging
 
     run(args.variant, args.topic, args.group, apply, stop=stop, after_db_commit=after_db_commit,

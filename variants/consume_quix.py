@@ -29,7 +29,6 @@ Assumptions: runs in .venv-quix (requirements-quix.txt: Quix Streams pins a
 confluent-kafka older than the lab's, and its sink needs psycopg2); the message's
 `event_id` header names the event, as everywhere in the lab.
 """
-import logging
 import tempfile
 import threading
 import time
@@ -40,10 +39,6 @@ from quixstreams import Application
 from quixstreams.sinks.community.postgresql import PostgreSQLSink
 
 from consume import BROKERS, DSN, checked_event_id, parse_event
-
-log = logging.getLogger("consume")
-
-FIRST_EFFECT_LOG = "first side effect %s"  # lab/worker.py's line, printed once the sink's first rows commit
 
 
 class Carrying:
@@ -113,16 +108,13 @@ def build(variant: str, topic: str, group: str, *, dsn: str = DSN, work_ms: floa
     return app
 
 
-def run_worker(args, stop: threading.Event, *, apply, after_db_commit, overrides: dict, stall) -> None:
+def run_worker(args, stop: threading.Event, *, apply, after_db_commit, overrides: dict, stall, first_effect) -> None:
     """lab/more_variants.py's entry point. `apply` (the lab's credit) is unused: the sink
     writes the rows. Quix's run() must own the main thread (it sets signal handlers), so a
     watcher thread turns `stop` into app.stop()."""
-    first = threading.Event()
-
     def after_write(event_ids):
-        if event_ids and not first.is_set():
-            first.set()
-            log.info(FIRST_EFFECT_LOG, event_ids[0])
+        if event_ids:  # once the sink's first rows are committed
+            first_effect(event_ids[0])
         for event_id in event_ids:  # the crash point: committed in Postgres, not yet in Kafka
             after_db_commit(Carrying([("event_id", event_id.encode())]), "applied")
 

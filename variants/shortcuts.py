@@ -22,7 +22,6 @@ measure_publish counts the accounts whose state is not their newest event.
 Assumptions: the events carry `seq`, increasing in the order the producer made them,
 and are keyed by account, so one account's events share a partition (the lab's).
 """
-import logging
 import threading
 
 import psycopg
@@ -30,9 +29,6 @@ from confluent_kafka import Consumer
 
 from consume import DSN, commit_offset, consumer_config, dead_letter_topic, handle_once, process
 from publish import ensure_topic, make_producer
-
-FIRST_EFFECT_LOG = "first side effect %s"  # lab/worker.py's line: these handlers credit nothing through `apply`
-log = logging.getLogger("consume")
 
 
 def set_state(conn: psycopg.Connection, event_id: str, event: dict, versioned: bool) -> bool:
@@ -45,19 +41,17 @@ def set_state(conn: psycopg.Connection, event_id: str, event: dict, versioned: b
         (event["account_id"], event_id, event["seq"], event["amount"])).rowcount == 1
 
 
-def state_handler(versioned: bool):
-    """consume.run's `handle` for upsert and versioned: the state, and a ledger row per application."""
-    first = threading.Event()
-
+def state_handler(versioned: bool, first_effect=lambda event_id: None):
+    """consume.run's `handle` for upsert and versioned: the state, and a ledger row per application.
+    `first_effect(event_id)` after each write (these handlers credit nothing through `apply`)."""
     def handle(conn: psycopg.Connection, event_id: str, event: dict, apply=None) -> bool:
         with conn.transaction():
             written = set_state(conn, event_id, event, versioned)
             if written:
                 conn.execute("INSERT INTO ledger (event_id, account_id, amount) VALUES (%s, %s, %s)",
                              (event_id, event["account_id"], event["amount"]))
-        if written and not first.is_set():
-            first.set()
-            log.info(FIRST_EFFECT_LOG, event_id)
+        if written:
+            first_effect(event_id)
         return written  # an older copy under versioned: skipped, as the inbox would say
     return handle
 
@@ -92,7 +86,8 @@ def run_offset_dedup(topic: str, group: str, apply, *, stop: threading.Event, ds
             consumer.close()
 
 
-def run_worker(args, stop: threading.Event, *, apply, after_db_commit, overrides: dict, stall) -> None:
+def run_worker(args, stop: threading.Event, *, apply, after_db_commit, overrides: dict, stall,
+               first_effect) -> None:
     """lab/more_variants.py's entry point."""
     import consume
     from variants.common import partition_logging
@@ -101,5 +96,5 @@ def run_worker(args, stop: threading.Event, *, apply, after_db_commit, overrides
         run_offset_dedup(args.topic, args.group, apply, stop=stop, after_db_commit=after_db_commit,
                          rebalance_callbacks=partition_logging(), **overrides)
         return
-    consume.run(args.topic, args.group, apply, handle=state_handler(args.variant == "versioned"), stop=stop,
-                after_db_commit=after_db_commit, rebalance_callbacks=partition_logging(), **overrides)
+    consume.run(args.topic, args.group, apply, handle=state_handler(args.variant == "versioned", first_effect),
+                stop=stop, after_db_commit=after_db_commit, rebalance_callbacks=partition_logging(), **overrides)
