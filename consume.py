@@ -19,6 +19,7 @@ import os
 import signal
 import sys
 import threading
+import time
 
 import psycopg
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer
@@ -35,6 +36,7 @@ log = logging.getLogger("consume")
 SKIPPED_LOG = "skipped duplicate %s"
 DEAD_LETTERED_LOG = "dead-lettered %s/%s/%s: %s"
 COMMIT_FAILED_LOG = "offset commit failed: %s"
+CONNECT_RETRY_LOG = "database refused the first connection, retrying in %.1fs: %s"
 
 
 def credit_account(conn: psycopg.Connection, event_id: str, event: dict) -> None:
@@ -83,7 +85,7 @@ def run(topic: str, group: str, apply=credit_account, *, handle=handle_once, sto
     `overrides` are librdkafka settings; the rest is for the lab, which drives this loop (README,
     "consume.py beside the post's listing"). A lost database raises, no offset past unapplied work."""
     ensure_topic(dead_letter_topic(topic))
-    with psycopg.connect(dsn or DSN, autocommit=True, connect_timeout=10) as conn:
+    with connect(dsn or DSN) as conn:
         consumer = Consumer(consumer_config(group, **overrides))
         dead_letters = make_producer()
         consumer.subscribe([topic], **(rebalance_callbacks or {}))
@@ -103,7 +105,26 @@ def run(topic: str, group: str, apply=credit_account, *, handle=handle_once, sto
             consumer.close()
 
 
-# --- added to the post's listing: the client config, poison, and the offset commit -------
+# --- added to the post's listing: the first connection, the client config, poison, and the offset commit
+
+# A server that is starting, restarting or at max_connections refuses a connection for a
+# while; a wrong password or database name refuses it for good, so that fails at once.
+REFUSED_FOR_GOOD = ("password authentication failed", "does not exist", "no pg_hba.conf entry")
+
+
+def connect(dsn: str, give_up_s: float = 120.0) -> psycopg.Connection:
+    """The consumer's connection, retried with backoff while the server refuses it."""
+    started, delay = time.monotonic(), 0.2
+    while True:
+        try:
+            return psycopg.connect(dsn, autocommit=True, connect_timeout=10)
+        except psycopg.OperationalError as e:
+            reason = str(e).strip().splitlines()[0]
+            if any(cause in reason for cause in REFUSED_FOR_GOOD) or time.monotonic() - started > give_up_s:
+                raise
+            log.warning(CONNECT_RETRY_LOG, delay, reason)
+            time.sleep(delay)
+            delay = min(delay * 2, 5.0)
 
 def consumer_config(group: str, **overrides) -> dict:
     return {

@@ -63,7 +63,8 @@ def run_once(variant: str, run: int, config: dict) -> dict:
     skipped = sum(entry["counts"].get("skipped", 0) for entry in kill_log) + recovery["counts"].get("skipped", 0)
     return {"variant": variant, "run": run, "seed": seed, "events": config["events"],
             "kills": sum(entry["exit_code"] is None for entry in kill_log),
-            "crashes": [entry["exit_code"] for entry in kill_log if entry["exit_code"] is not None], **verdict, "order_violations": order, "skipped": skipped,
+            "crashes": [entry["exit_code"] for entry in kill_log if entry["exit_code"] is not None],
+            **verdict, "order_violations": order, "skipped": skipped,
             "recovery_s": recovery["recovery_s"],
             "wall_s": round(time.monotonic() - started, 1), "kill_log": kill_log}
 

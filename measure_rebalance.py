@@ -13,7 +13,9 @@ Workload: `--events` credits on 6 partitions, `--consumers` workers at once.
 Fault: every `--slow-every`-th event (by seq) stalls `--slow-seconds` inside its
 handler the first time any worker handles it, past `--max-poll-interval-ms`.
 Recovery: the workers run on until every event is applied, the group's lag is 0
-and the ledger has been still for a few seconds, under a deadline. Checker:
+and the ledger has been still for a few seconds, under a deadline; if a worker
+exited on its own meanwhile, one fresh worker then drains the topic, as a
+supervisor would restart it (measure_faults does the same). Checker:
 checker.check, plus the workers' logs: evictions (librdkafka's MAXPOLL line),
 failed offset commits by error code, skipped duplicates, and who got an evicted
 worker's partitions next (checker.handovers, on the workers' timelines).
@@ -61,6 +63,13 @@ def run_once(variant: str, run: int, config: dict) -> dict:
             deadline = 300.0 + stalls * config["slow_seconds"] + config["events"] * config["work_ms"] / 1000
             # recovery: the same workers run on until all is applied and still
             recovery = harness.settle(workers, space.admin, config["events"], deadline, space.group, space.topic)
+            drained = None
+            if recovery.crashed:
+                # as a supervisor would (systemd's Restart=): a worker that exited (a Quix worker does,
+                # once evicted) is started again, so that what counts as lost is what the group
+                # skipped, not what nobody was left to read
+                drained = harness.recover(variant, space, deadline_s=300.0, args=args,
+                                          log_path=harness.log_dir() / f"{name}-again.log")
         finally:
             for worker in workers:
                 worker.stop()
@@ -72,10 +81,12 @@ def run_once(variant: str, run: int, config: dict) -> dict:
     moves = checker.handovers(timeline)
     return {"variant": variant, "run": run, "group_protocol": protocol, "seed": config["seed"] + run,
             "events": config["events"], "stalls": counts.get("stalls", 0), "evictions": counts.get("evictions", 0),
-            **verdict, "order_violations": order, "skipped": counts.get("skipped", 0),
+            **verdict, "order_violations": order,
+            "skipped": counts.get("skipped", 0) + (drained["counts"].get("skipped", 0) if drained else 0),
             "commit_failed": checker.failures(counts),
             **checker.handover_fields(moves), "first_eviction": checker.first_eviction(timeline, credits),
-            "settle_s": recovery.seconds, "settled": recovery.settled, "crashed": recovery.crashed,
+            "settle_s": recovery.seconds, "settled": drained["settled"] if drained else recovery.settled,
+            "crashed": recovery.crashed, "drained_after_crash_s": drained["recovery_s"] if drained else None,
             "wall_s": round(time.monotonic() - started, 1), "examples": examples}
 
 

@@ -407,7 +407,8 @@ def fault_schedule(fault: str, space, ns, config: dict, label: str, in_handler=N
         harness.wait_until(lambda before=rows_before: harness.ledger_count(space.admin) > before or
                            harness.distinct_applied(space.admin) >= config["events"] or not alive(), 300,
                            f"a credit after {fault} {k}", interval_s=0.1)
-        resumed = harness.ledger_count(space.admin) > rows_before or harness.distinct_applied(space.admin) >= config["events"]
+        resumed = (harness.ledger_count(space.admin) > rows_before
+                   or harness.distinct_applied(space.admin) >= config["events"])
         # resume_s: from the end of the outage (healed, or the service back) to the next credit
         fault_log.append({"fault": k, "outage_s": round(outage, 2),
                           "resume_s": round(time.monotonic() - healed, 2) if resumed else None, "window": window})

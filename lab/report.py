@@ -8,6 +8,7 @@ results/post-figures.json); `--check` fails when the README is out of date.
     python -m lab.report            # rewrite README.md, docs/results.md and the charts (charts.py)
     python -m lab.report --check    # exit 1 if any of them differs from what results/ says
 """
+import ast
 import json
 import re
 import statistics
@@ -104,10 +105,14 @@ def provenance(doc: dict) -> str:
             f"confluent-kafka {v['confluent_kafka']} (librdkafka {v['librdkafka']}); {measured_by(doc)}")
 
 
-# The files a figure depends on: the consumers, the worker that runs them, the lab that kills and
-# counts, and the measurement itself (added per file). A change to any of them after a run flags it.
+# The files a figure depends on: the consumers, the worker that runs them, the lab that runs and
+# counts, and the measurement itself with the lab modules it brings (added per file, see
+# script_code). A change to any of them after a run flags it.
 CONSUMER_AND_HARNESS = ("consume.py", "publish.py", "schema.sql", "variants/common.py", "lab/worker.py",
-                        "lab/harness.py", "lab/nemesis.py", "lab/checker.py")
+                        "lab/harness.py", "lab/checker.py")
+# The lab's modules that make or count what a measurement measures, when its script imports them
+# (cli, results, settings and stack parse flags, keep files and start services: no figure moves).
+MEASURING_MODULES = ("nemesis", "netlab", "cpu", "retention", "layouts", "publishing")
 # The files beyond those that a variant's worker runs; a variant not named here (or a file
 # whose runs name none) is checked against the whole variants/ folder.
 VARIANT_CODE = {
@@ -132,6 +137,20 @@ def code_of(runs: list[dict]) -> tuple[str, ...]:
     return (*CONSUMER_AND_HARNESS, *sorted({path for v in named for path in VARIANT_CODE[v]}))
 
 
+def script_code(script: str) -> tuple[str, ...]:
+    """The measurement's script and the measuring modules of the lab it imports."""
+    path = ROOT / script
+    if not path.exists():
+        return (script,)
+    imported = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module == "lab":
+            imported |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("lab."):
+            imported.add(node.module.split(".")[1])
+    return (script, *(f"lab/{name}.py" for name in MEASURING_MODULES if name in imported))
+
+
 def measured_by(doc: dict) -> str:
     """Which code the runs of a results file come from, and whether it has changed since."""
     commits = sorted({r.get("commit") or "" for r in doc["runs"]})
@@ -140,10 +159,11 @@ def measured_by(doc: dict) -> str:
     dirty = any(r.get("dirty") for r in doc["runs"])
     named = ", ".join(c or "not recorded" for c in commits) + (" with local changes" if dirty else "")
     script = f"{doc['harness']}.py" if (ROOT / f"{doc['harness']}.py").exists() else f"measurements/{doc['harness']}.py"
+    files = (*code_of(doc["runs"]), *script_code(script))
     changed = set()
     for commit in filter(None, commits):
         diff = subprocess.run(["git", "-C", str(ROOT), "diff", "--name-only", commit, "--",  # to the tree as it is
-                               *code_of(doc["runs"]), script], capture_output=True, text=True)
+                               *files], capture_output=True, text=True)
         changed |= set(diff.stdout.split()) if diff.returncode == 0 else {f"(commit {commit} unknown here)"}
     return f"code: commit {named}" + (f"; **changed since: {', '.join(sorted(changed))}**" if changed else "")
 

@@ -276,7 +276,7 @@ def run_auto_commit(topic: str, group: str, apply, stop: threading.Event, batch:
                          "auto.offset.reset": "earliest", **overrides})
     consumer.subscribe([topic])
     try:
-        with psycopg.connect(DSN, autocommit=True) as conn:
+        with consume.connect(DSN) as conn:
             while not stop.is_set():
                 messages = consumer.consume(batch, 0.5) if batch else [m for m in [consumer.poll(0.5)] if m]
                 for msg in messages:
@@ -355,7 +355,7 @@ def run_share(args, stop: threading.Event, apply, handle) -> None:
     ensure_topic(consume.dead_letter_topic(args.topic))
     dead_letters = make_producer()
     try:
-        with psycopg.connect(DSN, autocommit=True) as conn:
+        with consume.connect(DSN) as conn:
             while not stop.is_set():
                 for msg in consumer.poll(0.5):
                     if msg.error():

@@ -11,13 +11,21 @@ CONFIG = {"events": 800, "partitions": 6, "work_ms": 10, "faults": 1, "every_s":
           "session_timeout_ms": 3000, "max_poll_interval_ms": 5000, "batch": 50, "seed": 1,
           # share-lock: one handler (event 500) outlives a 2 s lock by 2 s
           "lock_ms": 2000, "overrun_s": 2, "slow_every": 500, "max_poll_records": 1, "one_record_batches": True}
+# A broker restart meets a commit in flight only when the group moves the partition before a
+# later commit covers the failed one, which one restart did not always arrange (CI saw b
+# with no duplicate once): the broker restarts three times, for c and for its control alike.
+BROKER_RESTARTS = 3
+
+
+def config_for(fault: str) -> dict:
+    return {**CONFIG, "faults": BROKER_RESTARTS} if fault == "broker-restart" else CONFIG
 
 
 @pytest.mark.parametrize("fault", [pytest.param(f, marks=pytest.mark.root) if f.startswith("partition") else f
                                    for f in measure_faults.FAULTS])
 def test_the_inbox_survives(fault):
-    record = measure_faults.run_once(fault, "c", 1, CONFIG)
-    assert record["faults"] == 1 and record["settled"] and record["crashed"] == []
+    record = measure_faults.run_once(fault, "c", 1, config_for(fault))
+    assert record["faults"] == config_for(fault)["faults"] and record["settled"] and record["crashed"] == []
     assert (record["duplicates"], record["lost"], record["unexpected"]) == (0, 0, 0), record
     assert record["balances_exact"] is True
     # The fault met work in flight, or c's zeros would prove nothing: a Postgres restart stops
@@ -53,8 +61,8 @@ def test_without_the_inbox_a_lock_expiry_duplicates_its_record():
 def test_without_the_inbox_a_broker_restart_duplicates_the_message_in_hand():
     # The schedule the inbox survives above: b's offset commit after the database meets the
     # dead broker, fails once the group has moved on, and that credit is applied again.
-    record = measure_faults.run_once("broker-restart", "b", 1, CONFIG)
-    assert record["faults"] == 1 and record["settled"]
+    record = measure_faults.run_once("broker-restart", "b", 1, config_for("broker-restart"))
+    assert record["faults"] == BROKER_RESTARTS and record["settled"]
     assert record["duplicates"] >= 1 and record["lost"] == 0, record
     assert sum(record["commit_failed"].values()) >= 1, record
 

@@ -67,3 +67,10 @@ def test_cpu_per_message_is_a_table_of_its_own_only_when_runs_recorded_it():
     table = report.cpu_table(doc)
     assert table.count("\n| ") == 1 and "| c: inbox + commit after the DB | 5 | 2.0 |" in table and "raw:" not in table
     assert report.cpu_table({"summary": {"variants": {"raw": {"runs": 5, "msgs_per_s": stat}}}}) == ""
+
+
+def test_a_figure_depends_on_the_measuring_modules_its_script_imports():
+    # throughput's figures move with the CPU sampler, not with the nemesis; the kill harness's the other way
+    assert report.script_code("measure_throughput.py") == ("measure_throughput.py", "lab/cpu.py")
+    assert "lab/nemesis.py" in report.script_code("measure_kill.py")
+    assert "lab/nemesis.py" not in report.code_of([{"variant": "c"}])

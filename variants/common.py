@@ -24,7 +24,7 @@ import psycopg
 from confluent_kafka import Consumer
 from psycopg.conninfo import make_conninfo
 
-from consume import DSN, consumer_config, dead_letter_topic
+from consume import DSN, connect, consumer_config, dead_letter_topic
 from publish import ensure_topic, make_producer
 
 log = logging.getLogger("consume")  # the lab reads one logger's lines, whichever loop prints them
@@ -80,7 +80,7 @@ class Database:
 
     def __init__(self, dsn: str, give_up_s: float = 120.0, retries: int = 10):
         self.dsn, self.give_up_s, self.retries = dsn, give_up_s, retries
-        self.conn = psycopg.connect(dsn, autocommit=True)
+        self.conn = connect(dsn, give_up_s)  # a server that refuses the first connection is waited for too
         # Called after a reconnect, before the work runs again; it may raise to abandon the work
         # (consume_offsets.py re-reads its offsets from whatever server it reached).
         self.on_reconnect = None

@@ -41,7 +41,7 @@ import time
 import psycopg
 from psycopg.types.json import Jsonb
 
-from consume import CONSUMER_NAME, PoisonMessage, handle_once
+from consume import CONSUMER_NAME, PoisonMessage, connect, handle_once
 from variants.provider import Client, ProviderError
 
 POLICIES = ("keys", "lookup", "retry", "skip")
@@ -203,7 +203,7 @@ def relay_once(conn: psycopg.Connection, client: Client, batch: int = 10, after_
 
 def run_relay(client: Client, dsn: str, stop, batch: int = 10, idle_s: float = 0.2, after_call=None) -> None:
     """Relay until `stop` is set, resting `idle_s` whenever the outbox is empty."""
-    with psycopg.connect(dsn, autocommit=True) as conn:
+    with connect(dsn) as conn:
         while not stop.is_set():
             if relay_once(conn, client, batch, after_call) == 0:
                 stop.wait(idle_s)

@@ -38,6 +38,10 @@ from publish import ensure_topic, make_producer
 log = logging.getLogger("consume")
 
 HANDLER_FAILED_LOG = "handler raised on %s/%s/%s: %s"  # the framework acks (or not) after this, by its policy
+# FastStream's own logger, at WARNING: its INFO lines are one per message; its warnings and
+# errors, and librdkafka's (MAXPOLL: evicted, which M2 counts), which it forwards, stay.
+FRAMEWORK_LOG = logging.getLogger("faststream.lab")
+FRAMEWORK_LOG.setLevel(logging.WARNING)
 POLICIES = {"fs-default": None, "fs-ack": AckPolicy.ACK, "fs-inbox": AckPolicy.ACK}  # None: FastStream's own
 
 
@@ -71,7 +75,7 @@ def build(variant: str, topic: str, group: str, apply, *, dsn: str = DSN, after_
     ensure_topic(dead_letter_topic(topic))
     # config: librdkafka settings the harness chose (session and poll timeouts); FastStream
     # merges it last, so it must not name enable.auto.commit, which the ack policy sets.
-    broker = KafkaBroker(BROKERS, allow_auto_create_topics=False, logger=None, config=dict(overrides or {}))
+    broker = KafkaBroker(BROKERS, allow_auto_create_topics=False, logger=FRAMEWORK_LOG, config=dict(overrides or {}))
     policy = POLICIES[variant]
     handle = handle_once if variant == "fs-inbox" else credit_without_inbox
     db, dead_letters = Connection(dsn), make_producer()
@@ -83,8 +87,8 @@ def build(variant: str, topic: str, group: str, apply, *, dsn: str = DSN, after_
         try:
             outcome = process(db.get(), raw, dead_letters, handle, apply)
         except Exception as e:
-            # FastStream (logger=None) would drop this silently, then apply its ack policy: under
-            # ACK that commits past this message. Said here, so the worker's log shows it.
+            # FastStream logs it too, then applies its ack policy: under ACK that commits past this
+            # message. Said here as well, in the line the lab defines, with where the message is.
             log.warning(HANDLER_FAILED_LOG, raw.topic(), raw.partition(), raw.offset(), f"{type(e).__name__}: {e}")
             raise
         if after_db_commit is not None:

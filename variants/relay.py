@@ -27,6 +27,7 @@ import threading
 import psycopg
 from psycopg.types.json import Jsonb
 
+from consume import connect
 from publish import make_producer
 from variants import common
 
@@ -84,7 +85,7 @@ def run(dsn: str = PUBLISHER_DSN, stop: threading.Event | None = None, batch: in
     broker did not acknowledge is logged and tried again after the rest."""
     producer = make_producer(**producer_overrides)
     stop = stop or threading.Event()
-    with psycopg.connect(dsn, autocommit=True) as conn:
+    with connect(dsn) as conn:
         while not stop.is_set():
             try:
                 if relay_once(conn, producer, batch, after_ack) == 0:

@@ -27,7 +27,7 @@ import threading
 import psycopg
 from confluent_kafka import Consumer
 
-from consume import DSN, commit_offset, consumer_config, dead_letter_topic, handle_once, process
+from consume import DSN, commit_offset, connect, consumer_config, dead_letter_topic, handle_once, process
 from publish import ensure_topic, make_producer
 
 
@@ -64,7 +64,7 @@ def run_offset_dedup(topic: str, group: str, apply, *, stop: threading.Event, ds
                      rebalance_callbacks: dict | None = None, **overrides) -> None:
     """consume.run's loop, with the inbox row keyed on where the record is, not on its event ID."""
     ensure_topic(dead_letter_topic(topic))
-    with psycopg.connect(dsn, autocommit=True, connect_timeout=10) as conn:
+    with connect(dsn) as conn:
         consumer = Consumer(consumer_config(group, **overrides))
         dead_letters = make_producer()
         consumer.subscribe([topic], **(rebalance_callbacks or {}))
