@@ -87,8 +87,12 @@ def server_counters(dsn: str) -> tuple[int, int]:
 
 
 def cpu_snapshot(workers) -> cpu.Snapshot:
-    return cpu.Snapshot.take([w.proc.pid for w in workers], stack.postgres_pid(),
-                             cpu.backends_of(harness.ADMIN_DSN, CONSUMER_ROLE), stack.kafka_pid())
+    postmaster, broker = stack.postgres_pid(), stack.kafka_pid()
+    if postmaster is None or broker is None:  # else their CPU would read as 0, not as unknown
+        raise RuntimeError("CPU per message needs the PostgreSQL and Kafka this checkout's stack.py started "
+                           f"(postmaster pid {postmaster}, broker pid {broker}); run it where `make up` ran")
+    return cpu.Snapshot.take([w.proc.pid for w in workers], postmaster,
+                             cpu.backends_of(harness.ADMIN_DSN, CONSUMER_ROLE), broker)
 
 
 def label(variant: str, batch: int | None) -> str:

@@ -197,3 +197,15 @@ def order_violations(published: dict[str, dict], effects: list[tuple]) -> int:
         else:
             latest[account] = seq
     return violations
+
+
+def longest_wait(published: dict[str, dict], credits: list[tuple[str, float]]) -> float:
+    """The longest time any account went without a credit between its first and its last,
+    in seconds. An account is one key, so one partition: a partition that stopped shows here
+    however busy the others kept the ledger. 0.0 with fewer than two credits of any account."""
+    times: dict[int, list[float]] = collections.defaultdict(list)
+    for event_id, at in credits:
+        if event_id in published:
+            times[published[event_id]["account_id"]].append(at)
+    gaps = (b - a for ts in map(sorted, times.values()) for a, b in zip(ts, ts[1:], strict=False))
+    return round(max(gaps, default=0.0), 3)

@@ -37,11 +37,15 @@ import contextlib
 import os
 import random
 import signal
+import socket
+import threading
 import time
 import uuid
 from pathlib import Path
 
+import psycopg
 from confluent_kafka import KafkaException, TopicPartition
+from psycopg.conninfo import make_conninfo
 
 from lab import harness, netlab, results, stack
 
@@ -417,3 +421,135 @@ def fault_schedule(fault: str, space, ns, config: dict, label: str, in_handler=N
         if not resumed:
             break
     return fault_log
+
+
+# --- M10: pauses, graceful stops, refused connections, commits the client never hears of ----
+
+MORE_FAULTS = ("pause-consumer", "sigterm", "pg-max-connections", "lost-commit-reply")
+
+
+def pause(pid: int, seconds: float) -> float:
+    """SIGSTOP `pid` (a long GC pause, a frozen VM) for `seconds`, then SIGCONT, whatever happens."""
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        time.sleep(seconds)
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    return seconds
+
+
+def graceful_stop(worker, deadline_s: float) -> dict:
+    """SIGTERM, as systemd or Kubernetes stops a consumer; how long it took to exit, with what
+    code, and whether it had to be SIGKILLed at the deadline (a hang is reported, not hidden)."""
+    started = time.monotonic()
+    worker.proc.send_signal(signal.SIGTERM)
+    try:
+        worker.proc.wait(deadline_s)
+        killed = False
+    except Exception:  # subprocess.TimeoutExpired
+        worker.proc.kill()
+        killed = True
+    worker.stop()  # reaps it and closes its log
+    return {"exit_s": round(time.monotonic() - started, 2), "exit_code": worker.proc.returncode,
+            "sigkilled": killed}
+
+
+@contextlib.contextmanager
+def connections_refused(role: str):
+    """While inside, the server refuses every new connection of `role` ("too many connections
+    for role", the FATAL a role at its limit, or a server at max_connections, answers); the
+    connections it already has stay. Lifted on the way out, whatever happens."""
+    with psycopg.connect(stack.SUPERUSER_DSN, autocommit=True) as su:
+        su.execute(f'ALTER ROLE "{role}" CONNECTION LIMIT 0')
+        try:
+            yield
+        finally:
+            su.execute(f'ALTER ROLE "{role}" CONNECTION LIMIT -1')
+
+
+class CommitReplyDropper:
+    """A TCP proxy in front of Postgres that, once armed, lets the next transaction that wrote
+    reach the server and commit there, and cuts the client's connection before the reply
+    reaches it: the indeterminate commit, landed on purpose rather than by luck.
+
+    It reads the server's side of the wire protocol (v3: a type byte, then a length that
+    counts itself) and forwards each exchange whole, up to its ReadyForQuery. An exchange
+    ending in ReadyForQuery with status 'I' (idle: no transaction open any more) after a
+    COMMIT, or after a write run outside a transaction (p's one statement), is a transaction
+    that committed. The client must not ask for TLS (sslmode=disable), so the stream is plain."""
+
+    ENDS_A_WRITE = ("COMMIT", "INSERT", "UPDATE", "DELETE", "MERGE", "SELECT")
+
+    def __init__(self, upstream: tuple[str, int]):
+        self.upstream = upstream
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self.listener.getsockname()[1]
+        self.armed = threading.Event()
+        self.fired = threading.Event()
+        self.dropped: list[str] = []  # the tags of each exchange whose reply never reached its client
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def dsn(self, dsn: str) -> str:
+        return make_conninfo(dsn, host="127.0.0.1", hostaddr="127.0.0.1", port=self.port, sslmode="disable",
+                             gssencmode="disable")
+
+    def arm(self) -> None:
+        self.fired.clear()
+        self.armed.set()
+
+    def close(self) -> None:
+        self.listener.close()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return  # closed
+            try:
+                server = socket.create_connection(self.upstream, timeout=10)
+            except OSError:
+                client.close()
+                continue
+            server.settimeout(None)
+            threading.Thread(target=self._upstream, args=(client, server), daemon=True).start()
+            threading.Thread(target=self._downstream, args=(server, client), daemon=True).start()
+
+    @staticmethod
+    def _upstream(client: socket.socket, server: socket.socket) -> None:
+        with contextlib.suppress(OSError):
+            while data := client.recv(65536):
+                server.sendall(data)
+        with contextlib.suppress(OSError):
+            server.shutdown(socket.SHUT_WR)
+
+    def _downstream(self, server: socket.socket, client: socket.socket) -> None:
+        buffer, exchange, tags = b"", b"", []
+        try:
+            while data := server.recv(65536):
+                buffer += data
+                while len(buffer) >= 5:
+                    length = int.from_bytes(buffer[1:5], "big")
+                    if len(buffer) < 1 + length:
+                        break
+                    kind, body, buffer = buffer[:1], buffer[5:1 + length], buffer[1 + length:]
+                    exchange += kind + length.to_bytes(4, "big") + body
+                    if kind == b"C":  # CommandComplete: its tag, e.g. b"INSERT 0 1\0"
+                        tags.append(body.rstrip(b"\0").decode(errors="replace"))
+                    if kind != b"Z":
+                        continue
+                    wrote = any(tag.split(" ")[0] in self.ENDS_A_WRITE for tag in tags)
+                    if body == b"I" and wrote and self.armed.is_set():
+                        self.armed.clear()
+                        self.dropped.append(" / ".join(tags))
+                        self.fired.set()
+                        return  # the server has committed; the client never hears of it
+                    client.sendall(exchange)
+                    exchange, tags = b"", []
+        except OSError:
+            pass
+        finally:
+            for sock in (client, server):
+                with contextlib.suppress(OSError):
+                    sock.shutdown(socket.SHUT_RDWR)
+                sock.close()

@@ -1,4 +1,5 @@
 """The checker on tiny hand-made data: no Kafka, no Postgres."""
+from lab import checker
 from lab.checker import check
 
 PUBLISHED = {"e1": {"account_id": 1, "amount": 10}, "e2": {"account_id": 1, "amount": 5},
@@ -76,3 +77,11 @@ def test_log_copies_counts_records_beyond_the_first_missing_and_strangers():
     assert log_copies(["e1", "e2", "e3"], ["e1", "e1", "e1", "e3", "zz"]) == {"copies": 2, "missing": 1,
                                                                             "unexpected": 1}
     assert log_copies(["e1"], []) == {"copies": 0, "missing": 1, "unexpected": 0}
+
+
+def test_longest_wait_is_per_account_so_a_stopped_partition_shows_beside_a_busy_one():
+    published = {"a1": {"account_id": 1}, "a2": {"account_id": 1}, "b1": {"account_id": 2},
+                 "b2": {"account_id": 2}, "b3": {"account_id": 2}}
+    credits = [("a1", 0.0), ("b1", 0.5), ("b2", 1.0), ("b3", 1.5), ("a2", 9.0), ("stranger", 20.0)]
+    assert checker.longest_wait(published, credits) == 9.0
+    assert checker.longest_wait(published, [("a1", 3.0)]) == 0.0
