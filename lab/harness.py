@@ -497,6 +497,7 @@ COUNTED = {
     "retried": re.compile(_starts(common.RETRIED_LOG) + r"(\S+)"),  # a deadlock or serialization failure
     "restarted": re.compile(_starts(worker_script.RESTARTED_LOG)),  # c, b: stopped on a lost database, restarted
     "reconnected": re.compile(_starts(common.RECONNECTED_LOG)),  # the variants that keep their connection
+    "connect_refused": re.compile(_starts(consume.CONNECT_RETRY_LOG)),  # a first connection, waited for
     "aborted": re.compile(_starts(consume_eos.ABORTED_LOG)),  # e, f: a Kafka transaction aborted
     "planted_crashes": re.compile(_starts(worker_script.CRASHING_LOG)),
     # librdkafka's own line (the app's error event repeats it), or as a framework's logger prints it

@@ -45,7 +45,7 @@ from pathlib import Path
 
 import psycopg
 from confluent_kafka import KafkaException, TopicPartition
-from psycopg.conninfo import make_conninfo
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from lab import harness, netlab, results, stack
 
@@ -428,14 +428,24 @@ def fault_schedule(fault: str, space, ns, config: dict, label: str, in_handler=N
 MORE_FAULTS = ("pause-consumer", "sigterm", "pg-max-connections", "lost-commit-reply")
 
 
-def pause(pid: int, seconds: float) -> float:
-    """SIGSTOP `pid` (a long GC pause, a frozen VM) for `seconds`, then SIGCONT, whatever happens."""
+def pause(pid: int, seconds: float, look=None):
+    """SIGSTOP `pid` (a long GC pause, a frozen VM) for `seconds`, then SIGCONT, whatever happens;
+    `look()`, called half a second into the pause, says what the pause caught; its answer is returned."""
     os.kill(pid, signal.SIGSTOP)
     try:
-        time.sleep(seconds)
+        time.sleep(min(0.5, seconds))
+        seen = look() if look else None
+        time.sleep(max(0.0, seconds - 0.5))
     finally:
         os.kill(pid, signal.SIGCONT)
-    return seconds
+    return seen
+
+
+def idle_in_transaction(role: str) -> bool:
+    """Whether a backend of `role` sits idle inside an open transaction (its client stopped mid-way)."""
+    with psycopg.connect(stack.SUPERUSER_DSN, autocommit=True) as su:
+        return su.execute("SELECT count(*) FROM pg_stat_activity WHERE usename = %s "
+                          "AND state = 'idle in transaction'", (role,)).fetchone()[0] > 0
 
 
 def graceful_stop(worker, deadline_s: float) -> dict:
@@ -452,6 +462,23 @@ def graceful_stop(worker, deadline_s: float) -> dict:
     worker.stop()  # reaps it and closes its log
     return {"exit_s": round(time.monotonic() - started, 2), "exit_code": worker.proc.returncode,
             "sigkilled": killed}
+
+
+@contextlib.contextmanager
+def role_of_its_own(dsn: str):
+    """`dsn` as a fresh login role with the consumer's rights (a member of its role), dropped on
+    the way out: a fault that refuses a role its connections refuses this one, and no other
+    run or test on the same server notices."""
+    params = conninfo_to_dict(dsn)
+    role = f"lab_{uuid.uuid4().hex[:10]}"
+    with psycopg.connect(stack.SUPERUSER_DSN, autocommit=True) as su:
+        su.execute(f"CREATE ROLE {role} LOGIN PASSWORD '{role}' IN ROLE \"{params['user']}\"")
+        try:
+            yield make_conninfo(dsn, user=role, password=role)
+        finally:
+            su.execute(f'ALTER ROLE {role} CONNECTION LIMIT 0')
+            su.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = %s", (role,))
+            su.execute(f"DROP ROLE {role}")
 
 
 @contextlib.contextmanager
@@ -473,7 +500,8 @@ class CommitReplyDropper:
     reaches it: the indeterminate commit, landed on purpose rather than by luck.
 
     It reads the server's side of the wire protocol (v3: a type byte, then a length that
-    counts itself) and forwards each exchange whole, up to its ReadyForQuery. An exchange
+    counts itself) and forwards each message as it comes; armed, it holds each exchange back
+    until its ReadyForQuery, and forwards it then unless it is the one to drop. An exchange
     ending in ReadyForQuery with status 'I' (idle: no transaction open any more) after a
     COMMIT, or after a write run outside a transaction (p's one statement), is a transaction
     that committed. The client must not ask for TLS (sslmode=disable), so the stream is plain."""
@@ -512,6 +540,8 @@ class CommitReplyDropper:
                 client.close()
                 continue
             server.settimeout(None)
+            for sock in (client, server):  # small messages one at a time: Nagle would hold each ~40 ms
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             threading.Thread(target=self._upstream, args=(client, server), daemon=True).start()
             threading.Thread(target=self._downstream, args=(server, client), daemon=True).start()
 
@@ -533,7 +563,12 @@ class CommitReplyDropper:
                     if len(buffer) < 1 + length:
                         break
                     kind, body, buffer = buffer[:1], buffer[5:1 + length], buffer[1 + length:]
-                    exchange += kind + length.to_bytes(4, "big") + body
+                    message = kind + length.to_bytes(4, "big") + body
+                    if self.armed.is_set():
+                        exchange += message  # held until its ReadyForQuery says what it was
+                    else:
+                        client.sendall(exchange + message)
+                        exchange = b""
                     if kind == b"C":  # CommandComplete: its tag, e.g. b"INSERT 0 1\0"
                         tags.append(body.rstrip(b"\0").decode(errors="replace"))
                     if kind != b"Z":
@@ -544,7 +579,8 @@ class CommitReplyDropper:
                         self.dropped.append(" / ".join(tags))
                         self.fired.set()
                         return  # the server has committed; the client never hears of it
-                    client.sendall(exchange)
+                    if exchange:
+                        client.sendall(exchange)
                     exchange, tags = b"", []
         except OSError:
             pass

@@ -1,0 +1,242 @@
+"""M10: the faults a reviewer tries next, counted like M1 and M6.
+
+Claim: the inbox (c, d, p, and o with its offsets in the database) keeps every credit
+exactly once through a paused consumer, a graceful stop at any moment, a server that
+refuses connections when the consumer starts, and a COMMIT whose reply never reaches the
+client. Without it (b) the commit the client never hears of is credited twice.
+
+Faults, one kind per run, each healed (lab/nemesis.py, MORE_FAULTS):
+
+    pause-consumer      two consumers; the first is SIGSTOPped for --pause-s, longer than
+                        the session timeout, then SIGCONTed. With a handler sleep inside the
+                        transaction the pause usually lands inside one (recorded per fault,
+                        from pg_stat_activity): the other consumer, given the partitions,
+                        waits on the paused one's inbox row lock, unless the role's
+                        idle_in_transaction_session_timeout (--idle-tx-timeout-ms) ends it
+    sigterm             the consumer is sent SIGTERM at a random moment, as systemd or
+                        Kubernetes stops it; how long it takes to exit, with what code, and
+                        whether it had to be SIGKILLed after --stop-deadline-s
+    pg-max-connections  the consumer is SIGKILLed and started again while the server refuses
+                        its role any connection, for --outage-s, then lets it in
+    lost-commit-reply   the consumer reaches Postgres through a proxy (CommitReplyDropper)
+                        that lets a transaction commit and cuts the connection before the
+                        reply arrives; the consumer cannot know whether its work committed
+
+Workload: `--events` credits on 6 partitions, published up front, handler sleep
+`--work-ms`; --faults faults --every-s apart. A worker that exits on its own is started
+again at once, as a supervisor would (its exit code is recorded). Recovery: the consumers
+run on until every event is applied, the lag is 0 and the ledger is still, under a deadline.
+Checker: checker.check, and checker.longest_wait: the longest an account (a partition) went
+without a credit.
+
+Assumptions: the embedded stack (stack.py) is up and nothing else measures on it.
+
+    python -m measurements.measure_faults_more --fault lost-commit-reply --variant b,c,d,p,o --runs 5
+"""
+import random
+import sys
+import time
+
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+from lab import checker, cli, harness, nemesis, results, stack
+
+FAULTS = nemesis.MORE_FAULTS
+VARIANTS = ("b", "c", "d", "p", "o", "a2")  # a2: auto-commit, 100 messages a poll
+
+
+class Supervised:
+    """The run's consumers, each started again as soon as it exits on its own."""
+
+    def __init__(self, variant: str, space, dsn: str, args: tuple, name: str, count: int):
+        self.variant, self.space, self.dsn, self.args, self.name = variant, space, dsn, args, name
+        self.live: list[harness.Worker] = []
+        self.all: list[harness.Worker] = []
+        self.exits: list[int] = []  # exit codes of the lives that ended on their own
+        for _ in range(count):
+            self.start()
+
+    def start(self) -> harness.Worker:
+        log_path = harness.log_dir() / f"{self.name}-life{len(self.all) + 1}.log"
+        log_path.unlink(missing_ok=True)
+        worker = harness.Worker(self.variant, self.space.topic, self.space.group, self.dsn, log_path, self.args)
+        self.live.append(worker)
+        self.all.append(worker)
+        return worker
+
+    def replace(self, worker: harness.Worker) -> harness.Worker:
+        self.live.remove(worker)
+        return self.start()
+
+    def supervise(self) -> None:
+        for worker in list(self.live):
+            if worker.proc.poll() is not None:
+                self.exits.append(worker.proc.returncode)
+                worker.stop()
+                self.replace(worker)
+
+    def wait(self, seconds: float) -> None:
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            self.supervise()
+            time.sleep(0.1)
+
+    def stop(self) -> None:
+        for worker in self.live:
+            worker.stop()
+
+
+def inject(fault: str, pool: Supervised, config: dict, proxy, role: str) -> dict:
+    """One fault, healed before it returns; what it met."""
+    if fault == "pause-consumer":
+        target = pool.live[0]
+        if config.get("in_handler"):  # the tests: pause whichever consumer is stalled inside a transaction
+            seen = {id(w): w.counts.get("stalls", 0) for w in pool.live}
+            target = harness.wait_until(lambda: next((w for w in pool.live if w.counts.get("stalls", 0) >
+                                                      seen.get(id(w), 0)), None), 120, "a handler to stall")
+        met = nemesis.pause(target.proc.pid, config["pause_s"], look=lambda: nemesis.idle_in_transaction(role))
+        return {"outage_s": config["pause_s"], "in_transaction": met}
+    if fault == "sigterm":
+        worker = pool.live[0]
+        stopped = nemesis.graceful_stop(worker, config["stop_deadline_s"])
+        pool.replace(worker)
+        return {"outage_s": stopped["exit_s"], **stopped}
+    if fault == "pg-max-connections":
+        worker = pool.live[0]
+        worker.kill()
+        with nemesis.connections_refused(role):
+            pool.replace(worker)
+            pool.wait(config["outage_s"])
+        return {"outage_s": config["outage_s"]}
+    if fault == "lost-commit-reply":
+        proxy.arm()
+        end = time.monotonic() + 60
+        while not proxy.fired.wait(0.1) and time.monotonic() < end:
+            pool.supervise()
+        if not proxy.fired.is_set():
+            raise RuntimeError("no transaction committed through the proxy within 60 s")
+        return {"outage_s": 0.0, "dropped": proxy.dropped[-1]}
+    raise ValueError(fault)
+
+
+def run_once(fault: str, variant: str, run: int, config: dict) -> dict:
+    client = {key: config[key] for key in ("work_ms", "session_timeout_ms", "max_poll_interval_ms", "batch")}
+    if config.get("in_handler"):  # every in_handler-th event's first handling stalls in_handler_s, in its transaction
+        client.update(slow_every=config["in_handler"], slow_seconds=config["in_handler_s"])
+    args = harness.worker_args(variant, {**client, "heartbeat_interval_ms": config["session_timeout_ms"] // 3})
+    events = harness.make_events(config["events"], prefix=f"r{run}", seed=config["seed"] + run)
+    rng = random.Random(config["seed"] * 1000 + run)
+    started, began = time.monotonic(), time.time()
+    with (harness.run_space("m10", f"{fault}-{variant}-r{run}", config["partitions"]) as space,
+          nemesis.role_of_its_own(space.dsn) as dsn):
+        if config["idle_tx_timeout_ms"]:
+            options = conninfo_to_dict(dsn).get("options", "")
+            dsn = make_conninfo(dsn, options=f"{options} -c idle_in_transaction_session_timeout="
+                                             f"{config['idle_tx_timeout_ms']}")
+        role = conninfo_to_dict(dsn)["user"]
+        proxy = None
+        if fault == "lost-commit-reply":
+            pg = stack.postgres_params()
+            proxy = nemesis.CommitReplyDropper(("127.0.0.1", pg["port"]))
+            dsn = proxy.dsn(dsn)
+        harness.produce_events(space.topic, events)
+        pool = Supervised(variant, space, dsn, args, f"faults-more-{fault}-{variant}-r{run}",
+                          2 if fault == "pause-consumer" else 1)
+        fault_log = []
+        try:
+            if not pool.live[0].wait_first_effect(120):
+                raise RuntimeError(f"a worker applied nothing:\n{pool.live[0].log_tail()}")
+            for k in range(1, config["faults"] + 1):
+                pool.wait(rng.uniform(0.5, 1.5) * config["every_s"])  # seeded: the same moments for every variant
+                if harness.distinct_applied(space.admin) >= config["events"]:
+                    break  # nothing left in flight to meet
+                hit = time.time()
+                met = inject(fault, pool, config, proxy, role)
+                healed, rows_before = time.monotonic(), harness.ledger_count(space.admin)
+                harness.wait_until(lambda before=rows_before: pool.supervise() or
+                                   harness.ledger_count(space.admin) > before or
+                                   harness.distinct_applied(space.admin) >= config["events"], 300,
+                                   f"a credit after {fault} {k}", interval_s=0.1)
+                fault_log.append({"fault": k, **met, "resume_s": round(time.monotonic() - healed, 2),
+                                  "window": [hit, time.time()]})
+                results.progress(f"{fault} {variant} run {run}: fault {k} of {config['faults']}: {met}")
+            recovery = harness.settle(pool.live, space.admin, config["events"], 300.0, space.group, space.topic)
+            drained = None
+            if recovery.crashed:
+                again = harness.log_dir() / f"faults-more-{fault}-{variant}-r{run}-again.log"
+                drained = harness.recover(variant, space, deadline_s=300.0, args=args, log_path=again)
+        finally:
+            pool.stop()
+            if proxy is not None:
+                proxy.close()
+        counts, _ = checker.tally(pool.all)
+        verdict = harness.verdict_of(events, space.admin)
+        credits = harness.credit_times(space.admin)
+    return {"fault": fault, "variant": variant, "run": run, "seed": config["seed"] + run, "events": config["events"],
+            "faults": len(fault_log), **verdict, "skipped": counts.get("skipped", 0),
+            "connect_refused": counts.get("connect_refused", 0), "restarted": counts.get("restarted", 0),
+            "reconnected": counts.get("reconnected", 0),
+            "exits": pool.exits + list(recovery.crashed), "lives": len(pool.all),
+            "longest_wait_s": checker.longest_wait(dict(events), credits),
+            "resume_s": results.stats(f["resume_s"] for f in fault_log) if fault_log else None,
+            "settled": drained["settled"] if drained else recovery.settled,
+            "wall_s": round(time.monotonic() - started, 1), "fault_log": fault_log,
+            "timeline": checker.credit_timeline(credits, [f["window"] for f in fault_log], began)}
+
+
+def summarise(runs: list[dict]) -> dict:
+    groups = [(f, v) for f in FAULTS for v in VARIANTS]
+    summary = results.summarise_runs(
+        runs, groups, key=lambda r: (r["fault"], r["variant"]), totals=("faults", "duplicates", "lost", "skipped"),
+        extra=lambda mine: {"fault": mine[0]["fault"], "variant": mine[0]["variant"],
+                            "longest_wait_s": results.stats(r["longest_wait_s"] for r in mine),
+                            "exits": sum(len(r["exits"]) for r in mine)})
+    return {f"{fault}/{variant}": entry for (fault, variant), entry in summary.items()}
+
+
+def table(summary: dict) -> str:
+    return results.text_table(
+        ["fault", "variant", "runs", "faults", "duplicates", "lost", "skipped", "exits", "longest wait s (max)"],
+        [[s["fault"], s["variant"], s["runs"], *(s["totals"][f] for f in ("faults", "duplicates", "lost", "skipped")),
+          s["exits"], f"{s['longest_wait_s']['max']:.1f}"] for s in summary.values()])
+
+
+def verdict_line(r: dict) -> str:
+    return (f"{r['fault']} {r['variant']} run {r['run']}: {r['duplicates']} duplicates, {r['lost']} lost, "
+            f"{r['skipped']} skipped, {len(r['exits'])} exits over {r['faults']} faults, "
+            f"longest wait {r['longest_wait_s']:.1f} s")
+
+
+def parse_args(argv=None):
+    parser = cli.measurement("M10: pauses, graceful stops, refused connections, lost commit replies.",
+                             str(results.RESULTS / "faults-more.json"), events=3000, work_ms=10)
+    parser.add_argument("--fault", required=True, choices=FAULTS)
+    parser.add_argument("--variant", required=True, type=cli.names_of(VARIANTS),
+                        help=f"one or more of {','.join(VARIANTS)}, run side by side")
+    parser.add_argument("--faults", type=int, default=3, help="faults per run")
+    parser.add_argument("--every-s", type=float, default=4, help="seconds between faults (seeded, 0.5x to 1.5x)")
+    parser.add_argument("--pause-s", type=float, default=12, help="pause-consumer: how long the SIGSTOP lasts")
+    parser.add_argument("--outage-s", type=float, default=5, help="pg-max-connections: how long the refusal lasts")
+    parser.add_argument("--stop-deadline-s", type=float, default=30, help="sigterm: SIGKILL after this")
+    parser.add_argument("--idle-tx-timeout-ms", type=int, default=0,
+                        help="the consumer's idle_in_transaction_session_timeout (0: none, the server's default)")
+    parser.add_argument("--session-timeout-ms", type=int, default=6000)
+    parser.add_argument("--max-poll-interval-ms", type=int, default=10000)
+    parser.add_argument("--batch", type=int, default=100, help="d and p only")
+    args = parser.parse_args(argv)
+    cli.at_least(parser, args, 1, "runs", "events", "partitions", "faults")
+    if args.fault == "pause-consumer" and args.pause_s * 1000 <= args.session_timeout_ms:
+        parser.error("--pause-s must outlast the session timeout, or nobody is evicted")
+    return args
+
+
+def main(args) -> int:
+    config = results.config_of(args, "fault", "variant", "out", "force")
+    results.drive("measure_faults_more", args.out, config,
+                  [{"fault": args.fault, "variant": v} for v in args.variant],
+                  run_once, summarise, table, verdict_line, args.force, rotate=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(parse_args()))
