@@ -44,7 +44,8 @@ import uuid
 from pathlib import Path
 
 import psycopg
-from confluent_kafka import KafkaException, TopicPartition
+from confluent_kafka import KafkaError, KafkaException, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from lab import harness, netlab, results, stack
@@ -425,7 +426,7 @@ def fault_schedule(fault: str, space, ns, config: dict, label: str, in_handler=N
 
 # --- M10: pauses, graceful stops, refused connections, commits the client never hears of ----
 
-MORE_FAULTS = ("pause-consumer", "sigterm", "pg-max-connections", "lost-commit-reply")
+MORE_FAULTS = ("pause-consumer", "sigterm", "pg-max-connections", "lost-commit-reply", "topic-recreated")
 
 
 def pause(pid: int, seconds: float, look=None):
@@ -589,3 +590,21 @@ class CommitReplyDropper:
                 with contextlib.suppress(OSError):
                     sock.shutdown(socket.SHUT_RDWR)
                 sock.close()
+
+
+def recreate_topic(topic: str, timeout_s: float = 60.0) -> None:
+    """Delete `topic` and create it again under the same name with as many partitions, as an
+    operator resetting a topic would: a new log, its offsets from 0, and a new topic ID."""
+    admin = AdminClient({"bootstrap.servers": harness.BROKERS})
+    partitions = len(admin.list_topics(topic, timeout=timeout_s).topics[topic].partitions)
+    harness.delete_topics(topic, timeout_s=timeout_s)
+    end = time.monotonic() + timeout_s
+    while True:  # the deletion completes in the background; until it has, a create is refused
+        futures = admin.create_topics([NewTopic(topic, partitions, 1)], operation_timeout=timeout_s)
+        try:
+            futures[topic].result(timeout=timeout_s)
+            return
+        except KafkaException as e:
+            if e.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS or time.monotonic() > end:
+                raise
+            time.sleep(0.5)

@@ -607,6 +607,48 @@ def faults_section() -> str:
     return text + f" From `results/faults.json`: {provenance(faults)}.\n"
 
 
+def faults_more_section() -> str:
+    """M10: one row per fault and variant, from faults-more.json; the pause again with the role's
+    idle_in_transaction_session_timeout, from faults-more-idle-tx.json."""
+    doc = load("faults-more.json")
+    if doc is None:
+        return "Not measured yet: `python -m measurements.measure_faults_more --help`.\n"
+    idle = load("faults-more-idle-tx.json")
+    rows = ["| Fault | Variant | Runs | Faults | Duplicates | Lost | Skipped duplicates | Exits | What the faults met "
+            "| Longest wait of an account (s) | Exact balances |",
+            "|---|---|---:|---:|---:|---:|---:|---:|---|---:|---:|"]
+    sets = [(doc, "")] + ([(idle, f", idle_in_transaction_session_timeout {idle['config']['idle_tx_timeout_ms']} ms")]
+                          if idle else [])
+    for source, note in sets:
+        for s in source["summary"].values():
+            mine = [r for r in source["runs"] if (r["fault"], r["variant"]) == (s["fault"], s["variant"])]
+            t, log = s["totals"], [f for r in mine for f in r["fault_log"]]
+            if s["fault"] == "pause-consumer":
+                met = f"{sum(bool(f.get('in_transaction')) for f in log)} of {len(log)} inside a transaction"
+            elif s["fault"] == "sigterm":
+                met = (f"exit {', '.join(sorted({str(f['exit_code']) for f in log}))} after "
+                       f"{max((f['exit_s'] for f in log), default=0):.2f} s at most; "
+                       f"{sum(f['sigkilled'] for f in log)} SIGKILLed")
+            elif s["fault"] == "lost-commit-reply":
+                met = ", ".join(sorted({f["dropped"].split(" ")[0] for f in log})) + " replies dropped"
+            else:
+                met = f"{sum(r.get('connect_refused', 0) for r in mine)} refused first connections, waited for"
+            rows.append(f"| {s['fault']}{note} | {VARIANT_NAMES[s['variant']]} | {s['runs']} | {t['faults']} "
+                        f"| {t['duplicates']} | {t['lost']} | {t['skipped']} | {s['exits']} | {met} "
+                        f"| {spread(s['longest_wait_s'], 1)} | {s['balances_exact_runs']} of {s['runs']} |")
+    c = doc["config"]
+    text = ("\n".join(rows) + f"\n\nTotals over all runs; the longest wait is the median (min–max) over runs of "
+            "the longest time an account (a key, so a partition) went without a credit. Exits: lives that ended on "
+            f"their own and were started again. Each run: {c['events']:,} credits on {c['partitions']} partitions, "
+            f"handler sleep {c['work_ms']:g} ms inside the transaction, {c['faults']} faults about "
+            f"{c['every_s']:g} s apart (seeded), a pause of {c['pause_s']:g} s, a refusal of {c['outage_s']:g} s, "
+            f"session timeout {c['session_timeout_ms']} ms, d and p {c['batch']} messages a batch. "
+            f"From `results/faults-more.json`: {provenance(doc)}.")
+    if idle:
+        text += f" The idle-timeout rows from `results/faults-more-idle-tx.json`: {provenance(idle)}."
+    return text + "\n"
+
+
 def race_section() -> str:
     race = need("race.json")
     table = markdown_table(
@@ -1062,7 +1104,7 @@ SECTIONS = {"claims": claims_section, "try": try_section, "reconnect": reconnect
             "publish": publish_section, "cluster": cluster_section, "offsets": offsets_section,
             "pipelined": pipelined_section, "latency": latency_section, "growth": growth_section,
             "consumers": consumers_section, "frameworks": frameworks_section,
-            "retention": retention_section}
+            "retention": retention_section, "faults-more": faults_more_section}
 DOCUMENTS = [README, *sorted((ROOT / "docs").glob("*.md"))]  # every file that may hold report markers
 
 

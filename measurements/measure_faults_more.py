@@ -21,6 +21,9 @@ Faults, one kind per run, each healed (lab/nemesis.py, MORE_FAULTS):
     lost-commit-reply   the consumer reaches Postgres through a proxy (CommitReplyDropper)
                         that lets a transaction commit and cuts the connection before the
                         reply arrives; the consumer cannot know whether its work committed
+    topic-recreated     once every credit is applied, the consumer is stopped, the topic
+                        deleted and created again under the same name, as many new credits
+                        published to it, and the consumer started again (one fault a run)
 
 Workload: `--events` credits on 6 partitions, published up front, handler sleep
 `--work-ms`; --faults faults --every-s apart. A worker that exits on its own is started
@@ -86,7 +89,7 @@ class Supervised:
             worker.stop()
 
 
-def inject(fault: str, pool: Supervised, config: dict, proxy, role: str) -> dict:
+def inject(fault: str, pool: Supervised, config: dict, proxy, role: str, later: list) -> dict:
     """One fault, healed before it returns; what it met."""
     if fault == "pause-consumer":
         target = pool.live[0]
@@ -108,6 +111,16 @@ def inject(fault: str, pool: Supervised, config: dict, proxy, role: str) -> dict
             pool.replace(worker)
             pool.wait(config["outage_s"])
         return {"outage_s": config["outage_s"]}
+    if fault == "topic-recreated":
+        harness.wait_until(lambda: harness.distinct_applied(pool.space.admin) >= config["events"], 300,
+                           "every credit of the first topic applied")
+        for worker in list(pool.live):
+            worker.stop()
+            pool.live.remove(worker)
+        nemesis.recreate_topic(pool.space.topic)
+        harness.produce_events(pool.space.topic, later)
+        pool.start()
+        return {"outage_s": 0.0, "republished": len(later)}
     if fault == "lost-commit-reply":
         proxy.arm()
         end = time.monotonic() + 60
@@ -125,6 +138,8 @@ def run_once(fault: str, variant: str, run: int, config: dict) -> dict:
         client.update(slow_every=config["in_handler"], slow_seconds=config["in_handler_s"])
     args = harness.worker_args(variant, {**client, "heartbeat_interval_ms": config["session_timeout_ms"] // 3})
     events = harness.make_events(config["events"], prefix=f"r{run}", seed=config["seed"] + run)
+    # topic-recreated: the credits published to the topic made again, after the first ones
+    later = harness.make_events(config["events"], prefix=f"r{run}again", seed=config["seed"] + run + 1000)
     rng = random.Random(config["seed"] * 1000 + run)
     started, began = time.monotonic(), time.time()
     with (harness.run_space("m10", f"{fault}-{variant}-r{run}", config["partitions"]) as space,
@@ -146,12 +161,12 @@ def run_once(fault: str, variant: str, run: int, config: dict) -> dict:
         try:
             if not pool.live[0].wait_first_effect(120):
                 raise RuntimeError(f"a worker applied nothing:\n{pool.live[0].log_tail()}")
-            for k in range(1, config["faults"] + 1):
+            for k in range(1, (1 if fault == "topic-recreated" else config["faults"]) + 1):
                 pool.wait(rng.uniform(0.5, 1.5) * config["every_s"])  # seeded: the same moments for every variant
-                if harness.distinct_applied(space.admin) >= config["events"]:
+                if harness.distinct_applied(space.admin) >= config["events"] and fault != "topic-recreated":
                     break  # nothing left in flight to meet
                 hit = time.time()
-                met = inject(fault, pool, config, proxy, role)
+                met = inject(fault, pool, config, proxy, role, later)
                 healed, rows_before = time.monotonic(), harness.ledger_count(space.admin)
                 harness.wait_until(lambda before=rows_before: pool.supervise() or
                                    harness.ledger_count(space.admin) > before or
@@ -160,7 +175,8 @@ def run_once(fault: str, variant: str, run: int, config: dict) -> dict:
                 fault_log.append({"fault": k, **met, "resume_s": round(time.monotonic() - healed, 2),
                                   "window": [hit, time.time()]})
                 results.progress(f"{fault} {variant} run {run}: fault {k} of {config['faults']}: {met}")
-            recovery = harness.settle(pool.live, space.admin, config["events"], 300.0, space.group, space.topic)
+            published = events + later if fault == "topic-recreated" else events
+            recovery = harness.settle(pool.live, space.admin, len(published), 300.0, space.group, space.topic)
             drained = None
             if recovery.crashed:
                 again = harness.log_dir() / f"faults-more-{fault}-{variant}-r{run}-again.log"
@@ -170,14 +186,14 @@ def run_once(fault: str, variant: str, run: int, config: dict) -> dict:
             if proxy is not None:
                 proxy.close()
         counts, _ = checker.tally(pool.all)
-        verdict = harness.verdict_of(events, space.admin)
+        verdict = harness.verdict_of(published, space.admin)
         credits = harness.credit_times(space.admin)
     return {"fault": fault, "variant": variant, "run": run, "seed": config["seed"] + run, "events": config["events"],
             "faults": len(fault_log), **verdict, "skipped": counts.get("skipped", 0),
             "connect_refused": counts.get("connect_refused", 0), "restarted": counts.get("restarted", 0),
             "reconnected": counts.get("reconnected", 0),
             "exits": pool.exits + list(recovery.crashed), "lives": len(pool.all),
-            "longest_wait_s": checker.longest_wait(dict(events), credits),
+            "longest_wait_s": checker.longest_wait(dict(published), credits),
             "resume_s": results.stats(f["resume_s"] for f in fault_log) if fault_log else None,
             "settled": drained["settled"] if drained else recovery.settled,
             "wall_s": round(time.monotonic() - started, 1), "fault_log": fault_log,

@@ -12,7 +12,7 @@ from psycopg.conninfo import make_conninfo
 
 import consume
 import publish
-from lab import harness, worker
+from lab import harness, nemesis, worker
 from lab.settings import BROKERS, SUPERUSER_DSN
 from variants import consume_offsets
 
@@ -35,13 +35,14 @@ def test_the_offset_commits_with_the_inbox_row_or_not_at_all(topic, dsn, conn):
     first, second = fetch(topic, 2)
     with psycopg.connect(dsn, autocommit=True) as own:
         assert consume_offsets.process_and_record(own, first, publish.make_producer(), consume.handle_once,
-                                                  consume.credit_account) == "applied"
+                                                  consume.credit_account, topic) == "applied"
 
         def broken(_conn, _event_id, _event):
             raise RuntimeError("the credit failed")
 
         with pytest.raises(RuntimeError):
-            consume_offsets.process_and_record(own, second, publish.make_producer(), consume.handle_once, broken)
+            consume_offsets.process_and_record(own, second, publish.make_producer(), consume.handle_once, broken,
+                                               topic)
     assert conn.execute("SELECT partition, next_offset FROM consumer_offsets").fetchall() == [(0, first.offset() + 1)]
     assert conn.execute("SELECT message_id FROM processed_messages").fetchall() == [("oc-1",)]
 
@@ -59,7 +60,8 @@ def test_a_start_seeks_to_the_databases_offset_not_kafkas(topic, group, dsn, con
     committer = Consumer({"bootstrap.servers": BROKERS, "group.id": group, "enable.auto.commit": False})
     committer.commit(offsets=[TopicPartition(topic, 0, 2)], asynchronous=False)  # Kafka says: from offset 2
     committer.close()
-    conn.execute("INSERT INTO consumer_offsets VALUES (%s, %s, 0, 7)", (consume.CONSUMER_NAME, topic))
+    conn.execute("INSERT INTO consumer_offsets VALUES (%s, %s, 0, 7)",
+                 (consume.CONSUMER_NAME, consume_offsets.topic_identity(topic)))
     stop, thread = run_in_thread(consume_offsets.run_with_offsets, topic=topic, group=group, dsn=dsn)
     try:
         admin = harness.scoped_dsn(schema, harness.ADMIN_DSN)
@@ -129,7 +131,8 @@ def test_kafkas_lag_catches_up_with_the_database_without_a_new_message(topic, gr
     committer = Consumer({"bootstrap.servers": BROKERS, "group.id": group, "enable.auto.commit": False})
     committer.commit(offsets=[TopicPartition(topic, 0, 9)], asynchronous=False)
     committer.close()
-    conn.execute("INSERT INTO consumer_offsets VALUES (%s, %s, 0, 10)", (consume.CONSUMER_NAME, topic))
+    conn.execute("INSERT INTO consumer_offsets VALUES (%s, %s, 0, 10)",
+                 (consume.CONSUMER_NAME, consume_offsets.topic_identity(topic)))
     stop, thread = run_in_thread(consume_offsets.run_with_offsets, topic=topic, group=group, dsn=dsn)
     try:
         harness.wait_until(lambda: harness.lag(group, topic) == 0, 30, "Kafka's lag at 0")
@@ -137,3 +140,31 @@ def test_kafkas_lag_catches_up_with_the_database_without_a_new_message(topic, gr
         stop.set()
         thread.join(30)
     assert conn.execute("SELECT count(*) FROM ledger").fetchone()[0] == 0
+
+
+def test_a_topic_deleted_and_created_again_is_read_from_its_beginning(topic, group, dsn, conn, schema):
+    # o keeps 10 as partition 0's next offset; the topic is deleted and made again, and 25 new
+    # events land in it while o is down. Keyed by the name, o sought the new log to offset 10 and
+    # never read its first 10 events; keyed by the topic's ID, the new log has no row and is
+    # read from its beginning.
+    admin = harness.scoped_dsn(schema, harness.ADMIN_DSN)
+    before, after = harness.make_events(10, prefix="old", seed=5), harness.make_events(25, prefix="new", seed=6)
+    harness.produce_events(topic, before)
+    stop, thread = run_in_thread(consume_offsets.run_with_offsets, topic=topic, group=group, dsn=dsn)
+    try:
+        harness.wait_until(lambda: harness.ledger_count(admin) >= 10, 30, "the first topic's credits")
+    finally:
+        stop.set()
+        thread.join(30)
+    old_identity = consume_offsets.topic_identity(topic)
+    nemesis.recreate_topic(topic)
+    assert consume_offsets.topic_identity(topic) != old_identity
+    harness.produce_events(topic, after)
+    stop, thread = run_in_thread(consume_offsets.run_with_offsets, topic=topic, group=group, dsn=dsn)
+    try:
+        harness.wait_until(lambda: harness.ledger_count(admin) >= 35, 30, "the new topic's credits")
+    finally:
+        stop.set()
+        thread.join(30)
+    assert harness.distinct_applied(admin) == 35
+    assert conn.execute("SELECT count(*) FROM ledger").fetchone()[0] == 35

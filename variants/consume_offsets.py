@@ -19,8 +19,13 @@ Kafka's committed offset is still written after each transaction, and the
 database's offsets again after each seek, for lag monitoring and tools; it is
 never read.
 
-The cost: one more row written in every transaction, and a seek on every
-assignment and reconnect.
+A topic is keyed by its identity, its name and its Kafka topic ID (`name@ID`), not by
+its name: a topic deleted and created again under the same name is a new log whose
+offsets start at 0 again, and seeking it to the old log's offsets would skip its first
+records (M10's topic-recreated measured exactly that, when the key was the name).
+
+The cost: one more row written in every transaction, a seek on every assignment and
+reconnect, and a topic description from the broker on every assignment.
 
 Assumptions: consume.py's; schema.sql's consumer_offsets, with grants.sql's grants.
 
@@ -30,9 +35,11 @@ import logging
 import threading
 
 import psycopg
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Message, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Message, TopicCollection, TopicPartition
+from confluent_kafka.admin import AdminClient
 
 from consume import (
+    BROKERS,
     COMMIT_FAILED_LOG,
     CONSUMER_NAME,
     DSN,
@@ -53,21 +60,29 @@ class Reseeked(Exception):
     """The database connection was new: the message in hand is dropped, the consumer re-seeked."""
 
 
-def record_offset(conn: psycopg.Connection, msg: Message, consumer: str = CONSUMER_NAME) -> None:
+def topic_identity(topic: str, admin: AdminClient | None = None, timeout_s: float = 10.0) -> str:
+    """`name@ID`: the topic's name and the ID Kafka gave this incarnation of it."""
+    admin = admin or AdminClient({"bootstrap.servers": BROKERS})
+    described = admin.describe_topics(TopicCollection([topic]), request_timeout=timeout_s)[topic]
+    return f"{topic}@{described.result(timeout=timeout_s).topic_id}"
+
+
+def record_offset(conn: psycopg.Connection, msg: Message, identity: str, consumer: str = CONSUMER_NAME) -> None:
     """Inside the message's transaction: the partition's next offset is the one after it."""
     conn.execute(
         "INSERT INTO consumer_offsets (consumer, topic, partition, next_offset) VALUES (%s, %s, %s, %s) "
         "ON CONFLICT (consumer, topic, partition) DO UPDATE SET next_offset = EXCLUDED.next_offset",
-        (consumer, msg.topic(), msg.partition(), msg.offset() + 1))
+        (consumer, identity, msg.partition(), msg.offset() + 1))
 
 
-def stored_offsets(conn: psycopg.Connection, partitions: list[TopicPartition],
+def stored_offsets(conn: psycopg.Connection, partitions: list[TopicPartition], identities: dict[str, str],
                    consumer: str = CONSUMER_NAME) -> list[TopicPartition]:
-    """Each partition at the database's next offset; at the topic's beginning if it has none."""
+    """Each partition at the database's next offset for its topic's identity; at the topic's
+    beginning if it has none."""
     rows = dict(((topic, partition), offset) for topic, partition, offset in conn.execute(
         "SELECT topic, partition, next_offset FROM consumer_offsets WHERE consumer = %s AND topic = ANY(%s)",
-        (consumer, sorted({tp.topic for tp in partitions}))))
-    return [TopicPartition(tp.topic, tp.partition, rows.get((tp.topic, tp.partition), OFFSET_BEGINNING))
+        (consumer, sorted({identities[tp.topic] for tp in partitions}))))
+    return [TopicPartition(tp.topic, tp.partition, rows.get((identities[tp.topic], tp.partition), OFFSET_BEGINNING))
             for tp in partitions]
 
 
@@ -83,12 +98,13 @@ def tell_kafka(consumer: Consumer, offsets: list[TopicPartition]) -> None:
             log.warning(COMMIT_FAILED_LOG, e.args[0].name())
 
 
-def process_and_record(conn: psycopg.Connection, msg: Message, dead_letters, handle, apply) -> str:
+def process_and_record(conn: psycopg.Connection, msg: Message, dead_letters, handle, apply,
+                       identity: str) -> str:
     """consume.process and the offset, in one transaction: handle_once's own transaction
     becomes a savepoint inside it. A skip and a dead letter move the offset too."""
     with conn.transaction():
         outcome = process(conn, msg, dead_letters, handle, apply)
-        record_offset(conn, msg)
+        record_offset(conn, msg, identity)
     return outcome
 
 
@@ -100,13 +116,15 @@ def run_with_offsets(topic: str, group: str, apply=credit_account, *, handle=Non
                      stop: threading.Event | None = None, after_db_commit=None, **overrides) -> None:
     """consume.run, with the offsets kept in the inbox transaction and read from the database."""
     handle = handle or handle_once
-    holder = {}
+    holder, identities, admin = {}, {}, AdminClient({"bootstrap.servers": BROKERS})
 
     def seek_on_assign(consumer: Consumer, partitions):
-        # On assignment the database says where each partition starts, not Kafka.
+        # On assignment the database says where each partition starts, not Kafka; and the
+        # topic is asked for its ID again, in case it is not the log it was.
+        identities.update({topic: topic_identity(topic, admin) for topic in {tp.topic for tp in partitions}})
         for _ in range(3):
             try:
-                start = holder["db"].run(lambda conn: stored_offsets(conn, partitions))
+                start = holder["db"].run(lambda conn: stored_offsets(conn, partitions, identities))
                 break
             except Reseeked:  # the read reconnected (and re-seeked the old assignment): read again
                 continue
@@ -122,7 +140,7 @@ def run_with_offsets(topic: str, group: str, apply=credit_account, *, handle=Non
         def reseek():
             # A new connection: the server may have forgotten transactions the old one confirmed.
             assigned = consumer.assignment()
-            offsets = stored_offsets(db.conn, assigned) if assigned else []
+            offsets = stored_offsets(db.conn, assigned, identities) if assigned else []
             for tp in offsets:
                 consumer.seek(tp)
             log.warning(RESEEKED_LOG, "a reconnect", describe(offsets))
@@ -138,7 +156,7 @@ def run_with_offsets(topic: str, group: str, apply=credit_account, *, handle=Non
                 log.warning("consumer error: %s", msg.error())
                 continue
             try:
-                outcome = db.run(process_and_record, msg, dead_letters, handle, apply)
+                outcome = db.run(process_and_record, msg, dead_letters, handle, apply, identities[msg.topic()])
             except Reseeked:
                 continue  # the message in hand is read again from where the database says, or not at all
             if after_db_commit is not None:
