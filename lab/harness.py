@@ -500,8 +500,9 @@ COUNTED = {
     "connect_refused": re.compile(_starts(consume.CONNECT_RETRY_LOG)),  # a first connection, waited for
     "aborted": re.compile(_starts(consume_eos.ABORTED_LOG)),  # e, f: a Kafka transaction aborted
     "planted_crashes": re.compile(_starts(worker_script.CRASHING_LOG)),
-    # librdkafka's own line (the app's error event repeats it), or as a framework's logger prints it
-    "evictions": re.compile(r"\|MAXPOLL\||\bMAXPOLL \[rdkafka"),
+    # librdkafka's own line (the app's error event repeats it), or as a framework's logger prints
+    # it: "MAXPOLL [<client name>#consumer-N]" (rdkafka, or FastStream's own client.id)
+    "evictions": re.compile(r"\|MAXPOLL\||\bMAXPOLL \[[^\]#]+#consumer-"),
     "stalls": re.compile(_starts(worker_script.STALLING_LOG)),
     "stalls_over": re.compile(_starts(worker_script.STALL_OVER_LOG)),
     "ack_failed": re.compile(_starts(worker_script.ACK_FAILED_LOG) + r"(\S+)"),

@@ -85,3 +85,13 @@ def test_longest_wait_is_per_account_so_a_stopped_partition_shows_beside_a_busy_
     credits = [("a1", 0.0), ("b1", 0.5), ("b2", 1.0), ("b3", 1.5), ("a2", 9.0), ("stranger", 20.0)]
     assert checker.longest_wait(published, credits) == 9.0
     assert checker.longest_wait(published, [("a1", 3.0)]) == 0.0
+
+
+def test_an_eviction_is_counted_however_the_client_names_itself():
+    from lab import harness
+
+    evicted = harness.COUNTED["evictions"]
+    assert evicted.search("%4|1796230262.111|MAXPOLL|rdkafka#consumer-1| [thrd:main]: leaving group")
+    # FastStream forwards librdkafka's lines to its logger, under its own client.id
+    assert evicted.search("WARNING  - MAXPOLL [faststream-0.7.8#consumer-5] [thrd:main]: leaving group")
+    assert not evicted.search("a handler mentioned MAXPOLL in passing")
