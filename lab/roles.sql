@@ -42,3 +42,14 @@ GRANT SET ON PARAMETER deadlock_timeout TO inbox_owner;
 -- and may force a checkpoint: measure_throughput's inbox-growth runs settle a freshly
 -- filled inbox (gigabytes of WAL) with one, so no run starts inside the fill's checkpoint.
 GRANT pg_checkpoint TO inbox_owner;
+
+-- A consumer frozen inside a transaction (a GC pause, a stopped VM) keeps its inbox rows
+-- locked, and the member the group gives its partitions to waits on those locks for as long
+-- as the freeze lasts (M10's pause-consumer; docs/faults-more.md). The server ends such a
+-- transaction after a minute: far longer than any handler here spends inside one (M2's
+-- stalled handler, the longest, 12 s), short enough that a partition waits a minute at most,
+-- not until TCP keepalive notices a dead host. Nothing is lost by it: the transaction rolls
+-- back, its offset was never committed, and the new owner applies the message once.
+-- Not lock_timeout or statement_timeout: those fail the *waiting* statement, which no
+-- consumer retries, turning every such wait into a crash and a restart.
+ALTER ROLE inbox_consumer SET idle_in_transaction_session_timeout = '60s';

@@ -89,3 +89,12 @@ def test_the_lab_runs_its_consumers_as_the_consumer_role(kafka):
         assert conninfo_to_dict(space.dsn)["user"] == "inbox_consumer"
         assert conninfo_to_dict(space.admin)["user"] == "inbox_owner"
         assert conninfo_to_dict(space.provider)["user"] == "inbox_provider"
+
+
+def test_the_consumer_role_ends_a_transaction_left_idle_for_a_minute():
+    # lab/roles.sql: a frozen consumer must not hold its inbox rows' locks for ever (M10); and
+    # no lock or statement timeout, which would fail the waiting consumer instead
+    with psycopg.connect(DSN) as conn:
+        settings = {name: conn.execute(f"SHOW {name}").fetchone()[0]
+                    for name in ("idle_in_transaction_session_timeout", "lock_timeout", "statement_timeout")}
+    assert settings == {"idle_in_transaction_session_timeout": "1min", "lock_timeout": "0", "statement_timeout": "0"}
