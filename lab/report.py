@@ -993,6 +993,13 @@ def claims_section() -> str:
                      f"{inbox['duplicates']['max']} duplicates, {inbox['lost']['max']} lost",
                      ("holds" if default["duplicates"]["min"] > 0 else "differs")
                      + ("; but under ACK the inbox cannot stop a loss (M9)" if inbox["lost"]["max"] else "")])
+    more = load("faults-more.json")
+    if more and {"lost-commit-reply/b", "lost-commit-reply/c"} <= set(more["summary"]):
+        b, c = more["summary"]["lost-commit-reply/b"]["totals"], more["summary"]["lost-commit-reply/c"]["totals"]
+        rows.append(["A commit whose reply never arrives is harmless with the inbox (the indeterminate commit)",
+                     "not covered", f"b {b['duplicates']} duplicates in {b['faults']} lost replies; c "
+                     f"{c['duplicates']} duplicates, {c['lost']} lost, {c['skipped']} skipped in {c['faults']}",
+                     "holds" if c["duplicates"] == c["lost"] == 0 < b["duplicates"] else "differs"])
     return markdown_table(["The post's claim", "The post", "This lab, per run", "Verdict"], rows, text_columns=4) + "\n"
 
 
