@@ -477,6 +477,20 @@ def frameworks_section() -> str:
             "From " + "; ".join(sources) + ".\n")
 
 
+def async_commit_section() -> str:
+    doc = load("async-commit.json")
+    if doc is None:
+        return "  Not measured yet: `python -m measurements.measure_async_commit`.\n"
+    rows = [[{"stored-offsets": "`commit(asynchronous=True)`, FastStream's", "the-message":
+              "`commit(message=msg, asynchronous=True)`"}[v], s["runs"], s["totals"]["trials"],
+             s["totals"]["past_the_message"]] for v, s in doc["summary"].items()]
+    table = markdown_table(["The commit, then the next poll at once", "Runs", "Trials",
+                            "Committed past the message in hand"], rows)
+    return ("\n".join("  " + line for line in table.splitlines()) + f"\n\n  Each trial a fresh group on a topic of "
+            f"10 records: one poll, the commit, the next poll, a second's wait, the committed offset read back. "
+            f"From `results/async-commit.json`: {provenance(doc)}.\n")
+
+
 def retention_section() -> str:
     """M4b: the replay from further back than the inbox remembers, per variant and window."""
     doc = need("retention.json", "python -m measurements.measure_retention --variant all --runs 5")
@@ -1111,7 +1125,8 @@ SECTIONS = {"claims": claims_section, "try": try_section, "reconnect": reconnect
             "publish": publish_section, "cluster": cluster_section, "offsets": offsets_section,
             "pipelined": pipelined_section, "latency": latency_section, "growth": growth_section,
             "consumers": consumers_section, "frameworks": frameworks_section,
-            "retention": retention_section, "faults-more": faults_more_section}
+            "retention": retention_section, "faults-more": faults_more_section,
+            "async-commit": async_commit_section}
 DOCUMENTS = [README, *sorted((ROOT / "docs").glob("*.md"))]  # every file that may hold report markers
 
 
