@@ -35,6 +35,7 @@ import time
 from lab import checker, cli, harness, more_variants, nemesis, results
 
 VARIANTS = ("b", "c", "d", "k", "o", "p", *more_variants.VARIANTS)  # and the frameworks (M9)
+MAX_RESTARTS = 30  # a supervisor's patience: more than any run's stalls
 
 
 def run_once(variant: str, run: int, config: dict) -> dict:
@@ -63,17 +64,21 @@ def run_once(variant: str, run: int, config: dict) -> dict:
             deadline = 300.0 + stalls * config["slow_seconds"] + config["events"] * config["work_ms"] / 1000
             # recovery: the same workers run on until all is applied and still
             recovery = harness.settle(workers, space.admin, config["events"], deadline, space.group, space.topic)
-            drained = None
-            if recovery.crashed:
+            again = []  # each restarted life's recovery
+            while (again[-1] if again else {"crashed": recovery.crashed})["crashed"] and len(again) < MAX_RESTARTS:
                 # as a supervisor would (systemd's Restart=): a worker that exited (a Quix worker does,
-                # once evicted) is started again, so that what counts as lost is what the group
-                # skipped, not what nobody was left to read
-                drained = harness.recover(variant, space, deadline_s=300.0, args=args,
-                                          log_path=harness.log_dir() / f"{name}-again.log")
+                # each time it is evicted, and a restarted one meets the stalls nobody has reached yet)
+                # is started again, until one drains the topic; what counts as lost is then what the
+                # group skipped, not what nobody was left to read
+                again.append(harness.recover(variant, space, deadline_s=300.0, args=args,
+                                             log_path=harness.log_dir() / f"{name}-again{len(again) + 1}.log"))
         finally:
             for worker in workers:
                 worker.stop()
         counts, examples = checker.tally(workers)
+        for life in again:  # the restarted lives' lines count too
+            counts.update(life["counts"])
+        drained = again[-1] if again else None
         verdict = harness.verdict_of(events, space.admin)
         order = harness.order_of(events, space.admin)
         credits = harness.credit_times(space.admin)
@@ -82,11 +87,12 @@ def run_once(variant: str, run: int, config: dict) -> dict:
     return {"variant": variant, "run": run, "group_protocol": protocol, "seed": config["seed"] + run,
             "events": config["events"], "stalls": counts.get("stalls", 0), "evictions": counts.get("evictions", 0),
             **verdict, "order_violations": order,
-            "skipped": counts.get("skipped", 0) + (drained["counts"].get("skipped", 0) if drained else 0),
+            "skipped": counts.get("skipped", 0),
             "commit_failed": checker.failures(counts),
             **checker.handover_fields(moves), "first_eviction": checker.first_eviction(timeline, credits),
             "settle_s": recovery.seconds, "settled": drained["settled"] if drained else recovery.settled,
-            "crashed": recovery.crashed, "drained_after_crash_s": drained["recovery_s"] if drained else None,
+            "crashed": recovery.crashed, "restarts": len(again),
+            "drained_after_crash_s": drained["recovery_s"] if drained else None,
             "wall_s": round(time.monotonic() - started, 1), "examples": examples}
 
 
