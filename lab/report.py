@@ -621,6 +621,13 @@ def faults_section() -> str:
     return text + f" From `results/faults.json`: {provenance(faults)}.\n"
 
 
+def longest_still(timeline: dict) -> float:
+    """The longest the whole ledger stood still between its first credit and its last, in
+    seconds, to within a bucket: read from a run's recorded credit timeline."""
+    busy = [i for i, rate in enumerate(timeline["credits_per_s"]) if rate > 0]
+    return max((b - a - 1 for a, b in zip(busy, busy[1:], strict=False)), default=0) * timeline["bucket_s"]
+
+
 def faults_more_section() -> str:
     """M10: one row per fault and variant, from faults-more.json; the pause again with the role's
     idle_in_transaction_session_timeout, from faults-more-idle-tx.json."""
@@ -629,7 +636,7 @@ def faults_more_section() -> str:
         return "Not measured yet: `python -m measurements.measure_faults_more --help`.\n"
     idle = load("faults-more-idle-tx.json")
     rows = ["| Fault | Variant | Runs | Faults | Duplicates | Lost | Skipped duplicates | Exits | What the faults met "
-            "| Longest wait of an account (s) | Exact balances |",
+            "| Ledger still at most (s) | Exact balances |",
             "|---|---|---:|---:|---:|---:|---:|---:|---|---:|---:|"]
     sets = [(doc, "")] + ([(idle, f", idle_in_transaction_session_timeout {idle['config']['idle_tx_timeout_ms']} ms")]
                           if idle else [])
@@ -644,15 +651,20 @@ def faults_more_section() -> str:
                        f"{max((f['exit_s'] for f in log), default=0):.2f} s at most; "
                        f"{sum(f['sigkilled'] for f in log)} SIGKILLed")
             elif s["fault"] == "lost-commit-reply":
-                met = ", ".join(sorted({f["dropped"].split(" ")[0] for f in log})) + " replies dropped"
+                tags = sorted({f["dropped"].split(" ")[0] for f in log})
+                met = "replies dropped to " + ", ".join("COMMIT" if tag == "COMMIT" else
+                                                        f"a {tag} that committed on its own" for tag in tags)
             else:
                 met = f"{sum(r.get('connect_refused', 0) for r in mine)} refused first connections, waited for"
             rows.append(f"| {s['fault']}{note} | {VARIANT_NAMES[s['variant']]} | {s['runs']} | {t['faults']} "
                         f"| {t['duplicates']} | {t['lost']} | {t['skipped']} | {s['exits']} | {met} "
-                        f"| {spread(s['longest_wait_s'], 1)} | {s['balances_exact_runs']} of {s['runs']} |")
+                        f"| {spread(results.stats(longest_still(r['timeline']) for r in mine), 1)} "
+                        f"| {s['balances_exact_runs']} of {s['runs']} |")
     c = doc["config"]
-    text = ("\n".join(rows) + f"\n\nTotals over all runs; the longest wait is the median (min–max) over runs of "
-            "the longest time an account (a key, so a partition) went without a credit. Exits: lives that ended on "
+    text = ("\n".join(rows) + f"\n\nTotals over all runs. Ledger still: the median (min–max) over runs of the "
+            "longest time no credit at all was written, between the run's first and last, to within half a "
+            "second (from each run's credit timeline); a consumer waiting on a paused one's lock shows here. "
+            "Exits: lives that ended on "
             f"their own and were started again. Each run: {c['events']:,} credits on {c['partitions']} partitions, "
             f"handler sleep {c['work_ms']:g} ms inside the transaction, {c['faults']} faults about "
             f"{c['every_s']:g} s apart (seeded), a pause of {c['pause_s']:g} s, a refusal of {c['outage_s']:g} s, "

@@ -74,3 +74,9 @@ def test_a_figure_depends_on_the_measuring_modules_its_script_imports():
     assert report.script_code("measure_throughput.py") == ("measure_throughput.py", "lab/cpu.py")
     assert "lab/nemesis.py" in report.script_code("measure_kill.py")
     assert "lab/nemesis.py" not in report.code_of([{"variant": "c"}])
+
+
+def test_the_ledger_stands_still_between_busy_buckets_only():
+    timeline = {"bucket_s": 0.5, "credits_per_s": [0, 4, 0, 0, 0, 2, 2, 0]}
+    assert report.longest_still(timeline) == 1.5  # three empty buckets between the first and last busy ones
+    assert report.longest_still({"bucket_s": 0.5, "credits_per_s": [0, 0]}) == 0
