@@ -491,6 +491,23 @@ def async_commit_section() -> str:
             f"From `results/async-commit.json`: {provenance(doc)}.\n")
 
 
+def frameworks_throughput_section() -> str:
+    """M9's frameworks beside c, d and p in one invocation (throughput-frameworks.json)."""
+    doc = load("throughput-frameworks.json")
+    if doc is None:
+        return ("Not measured yet: `python measure_throughput.py --variants c,d,p,fs-ack,fs-inbox,qx-eos-keyed "
+                "--out results/throughput-frameworks.json`.\n")
+    c = doc["config"]
+    sizes = ", ".join(f"{v} {n:,}" for v, n in c.get("events_of", {}).items())
+    return (cpu_table(doc) + throughput_tables(doc)
+            + f"\n\n{c['runs']} runs per variant, interleaved run by run in one invocation; {c['events']:,} messages a "
+            f"run ({sizes} for the fast ones), no handler sleep, batches of {c['batch']}. Quix's sink writes a "
+            "checkpoint's rows in one statement at the checkpoint, so the ledger's clock, which times every other "
+            "row here, sees its writes and not its reading: qx-eos-keyed's msgs/s and CPU window cover its sink's "
+            "writes only, and are not comparable with the others'. From `results/throughput-frameworks.json`: "
+            f"{provenance(doc)}.\n")
+
+
 def retention_section() -> str:
     """M4b: the replay from further back than the inbox remembers, per variant and window."""
     doc = need("retention.json", "python -m measurements.measure_retention --variant all --runs 5")
@@ -1138,7 +1155,7 @@ SECTIONS = {"claims": claims_section, "try": try_section, "reconnect": reconnect
             "pipelined": pipelined_section, "latency": latency_section, "growth": growth_section,
             "consumers": consumers_section, "frameworks": frameworks_section,
             "retention": retention_section, "faults-more": faults_more_section,
-            "async-commit": async_commit_section}
+            "async-commit": async_commit_section, "frameworks-throughput": frameworks_throughput_section}
 DOCUMENTS = [README, *sorted((ROOT / "docs").glob("*.md"))]  # every file that may hold report markers
 
 
