@@ -95,11 +95,22 @@ measure: up
 	$(PY) -m measurements.measure_publish $(FORCE) --source all --variant all --runs 5
 	$(PY) -m measurements.measure_faults $(FORCE) --fault pg-restart --variant c,c-reconnect --runs 5 \
 	  --out results/faults-reconnect.json
+	$(PY) -m measurements.measure_retention $(FORCE) --variant all --runs 5 --out results/retention.json
+	$(MAKE) setup-frameworks
+	$(PY) measure_kill.py $(FORCE) --variant frameworks --runs 5 --kills 20 --events 10000 --out results/kill-frameworks.json
+	$(PY) measure_rebalance.py $(FORCE) --variant frameworks --runs 5 --out results/rebalance-frameworks-classic.json
+	$(PY) measure_throughput.py $(FORCE) --variants c,d,p,fs-ack,fs-inbox,qx-eos-keyed --runs 5 --events 20000 \
+	  --events-of d=100000,p=100000,qx-eos-keyed=100000 --out results/throughput-frameworks.json
+	$(PY) -m measurements.measure_async_commit $(FORCE) --runs 5
+	$(PY) -m measurements.measure_faults_more $(FORCE) --fault lost-commit-reply --variant b,c,d,p,o,a2 --runs 5
+	for f in pause-consumer topic-recreated pg-max-connections; do $(PY) -m measurements.measure_faults_more \
+	  --fault $$f --variant b,c,d,p,o --runs 5 || exit 1; done
+	$(PY) -m measurements.measure_faults_more --fault sigterm --variant b,c,d,p,o,a2 --runs 5
+	$(PY) -m measurements.measure_faults_more $(FORCE) --fault pause-consumer --variant c,d,p --runs 5 \
+	  --idle-tx-timeout-ms 5000 --out results/faults-more-idle-tx.json
 	$(PY) -m lab.report
 
 report: setup
-	$(PY) -m measurements.measure_faults $(FORCE) --fault pg-restart --variant c,c-reconnect --runs 5 \
-	  --out results/faults-reconnect.json
 	$(PY) -m lab.report
 
 # Two workers (pytest-xdist), since most tests wait on consumers rather than compute; a group
