@@ -108,8 +108,18 @@ def run(topic: str, group: str, apply=credit_account, *, handle=handle_once, sto
 # --- added to the post's listing: the first connection, the client config, poison, and the offset commit
 
 # A server that is starting, restarting or at max_connections refuses a connection for a
-# while; a wrong password or database name refuses it for good, so that fails at once.
-REFUSED_FOR_GOOD = ("password authentication failed", "does not exist", "no pg_hba.conf entry")
+# while; a wrong password, role, database or pg_hba rule refuses it for good, so that fails at once.
+REFUSED_FOR_GOOD = ("password authentication failed", "does not exist", "no pg_hba.conf entry",
+                    "permission denied", "not permitted to log in", "no password supplied")
+
+
+def refused_for_good(error: psycopg.OperationalError) -> bool:
+    return any(cause in str(error) for cause in REFUSED_FOR_GOOD)
+
+
+def first_line(error: Exception) -> str:
+    """An error's message for a log line or a dead letter's reason: its first line, never empty."""
+    return next((line for line in str(error).splitlines() if line.strip()), type(error).__name__)
 
 
 def connect(dsn: str, give_up_s: float = 120.0) -> psycopg.Connection:
@@ -119,12 +129,12 @@ def connect(dsn: str, give_up_s: float = 120.0) -> psycopg.Connection:
         try:
             return psycopg.connect(dsn, autocommit=True, connect_timeout=10)
         except psycopg.OperationalError as e:
-            reason = str(e).strip().splitlines()[0]
-            if any(cause in reason for cause in REFUSED_FOR_GOOD) or time.monotonic() - started > give_up_s:
+            if refused_for_good(e) or time.monotonic() - started > give_up_s:
                 raise
-            log.warning(CONNECT_RETRY_LOG, delay, reason)
+            log.warning(CONNECT_RETRY_LOG, delay, first_line(e))
             time.sleep(delay)
             delay = min(delay * 2, 5.0)
+
 
 def consumer_config(group: str, **overrides) -> dict:
     return {
@@ -189,7 +199,7 @@ def process(conn: psycopg.Connection, msg: Message, dead_letters: Producer, hand
         event_id = checked_event_id(msg)
         applied = handle(conn, event_id, parse_event(msg.value()), apply)
     except (PoisonMessage, psycopg.DataError, psycopg.IntegrityError) as poison:  # no retry can fix it: park it
-        reason = getattr(poison, "reason", None) or f"the database refused it: {str(poison).splitlines()[0]}"
+        reason = getattr(poison, "reason", None) or f"the database refused it: {first_line(poison)}"
         dead_letter(dead_letters, msg, reason)
         log.warning(DEAD_LETTERED_LOG, msg.topic(), msg.partition(), msg.offset(), reason)
         return "dead-lettered"

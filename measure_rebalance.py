@@ -65,13 +65,15 @@ def run_once(variant: str, run: int, config: dict) -> dict:
             # recovery: the same workers run on until all is applied and still
             recovery = harness.settle(workers, space.admin, config["events"], deadline, space.group, space.topic)
             again = []  # each restarted life's recovery
-            while (again[-1] if again else {"crashed": recovery.crashed})["crashed"] and len(again) < MAX_RESTARTS:
+            last = {"crashed": recovery.crashed, "settled": recovery.settled}
+            while last["crashed"] and not last["settled"] and len(again) < MAX_RESTARTS:
                 # as a supervisor would (systemd's Restart=): a worker that exited (a Quix worker does,
                 # each time it is evicted, and a restarted one meets the stalls nobody has reached yet)
                 # is started again, until one drains the topic; what counts as lost is then what the
                 # group skipped, not what nobody was left to read
-                again.append(harness.recover(variant, space, deadline_s=300.0, args=args,
-                                             log_path=harness.log_dir() / f"{name}-again{len(again) + 1}.log"))
+                log_paths.append(harness.log_dir() / f"{name}-again{len(again) + 1}.log")
+                last = harness.recover(variant, space, deadline_s=300.0, args=args, log_path=log_paths[-1])
+                again.append(last)
         finally:
             for worker in workers:
                 worker.stop()

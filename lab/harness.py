@@ -773,10 +773,11 @@ def settle(workers: list[Worker], dsn: str, events: int | None, deadline_s: floa
 
 
 def recover(variant: str, space: RunSpace, deadline_s: float, log_path: Path | None = None, still_s: float = 3.0,
-            args: tuple = (), **settle_options) -> dict:
+            args: tuple = (), dsn: str | None = None, **settle_options) -> dict:
     """After the faults: one fresh worker drains the topic; settle() with no event count,
-    since a variant that loses never applies them all. Returns its recovery time and counts."""
-    worker = Worker(variant, space.topic, space.group, space.dsn, log_path, args)
+    since a variant that loses never applies them all. Returns its recovery time and counts.
+    `dsn`: the worker's connection, if not the run space's (a run with a role of its own)."""
+    worker = Worker(variant, space.topic, space.group, dsn or space.dsn, log_path, args)
     try:
         recovery = settle([worker], space.admin, None, deadline_s, space.group, space.topic, still_s,
                           **settle_options)

@@ -36,16 +36,19 @@ import collections
 import contextlib
 import os
 import random
+import re
 import signal
 import socket
+import subprocess
 import threading
 import time
 import uuid
 from pathlib import Path
 
 import psycopg
-from confluent_kafka import KafkaError, KafkaException, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka import ConsumerGroupTopicPartitions, KafkaError, KafkaException, TopicPartition
+from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
+from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from lab import harness, netlab, results, stack
@@ -426,27 +429,51 @@ def fault_schedule(fault: str, space, ns, config: dict, label: str, in_handler=N
 
 # --- M10: pauses, graceful stops, refused connections, commits the client never hears of ----
 
-MORE_FAULTS = ("pause-consumer", "sigterm", "pg-max-connections", "lost-commit-reply", "topic-recreated")
+MORE_FAULTS = ("pause-consumer", "pause-postgres", "sigterm", "pg-max-connections", "lost-commit-reply",
+               "disk-full", "offsets-expired", "topic-recreated")
 
 
-def pause(pid: int, seconds: float, look=None):
-    """SIGSTOP `pid` (a long GC pause, a frozen VM) for `seconds`, then SIGCONT, whatever happens;
-    `look()`, called half a second into the pause, says what the pause caught; its answer is returned."""
+def pause(pid: int, seconds: float, watch: dict | None = None) -> dict:
+    """SIGSTOP `pid` (a long GC pause, a frozen VM) for `seconds`, then SIGCONT, whatever happens.
+    `watch`: name -> a function asked every quarter second from half a second into the pause;
+    returned: name -> whether it ever answered True while the process stood still."""
+    seen = {name: False for name in watch or {}}
+    end = time.monotonic() + seconds
     os.kill(pid, signal.SIGSTOP)
     try:
         time.sleep(min(0.5, seconds))
-        seen = look() if look else None
-        time.sleep(max(0.0, seconds - 0.5))
+        while time.monotonic() < end:
+            for name, look in (watch or {}).items():
+                seen[name] = seen[name] or bool(look())
+            time.sleep(max(0.0, min(0.25, end - time.monotonic())))
     finally:
         os.kill(pid, signal.SIGCONT)
     return seen
 
 
-def idle_in_transaction(role: str) -> bool:
-    """Whether a backend of `role` sits idle inside an open transaction (its client stopped mid-way)."""
+def idle_in_transaction(application_name: str) -> bool:
+    """Whether the backend of the client that named itself `application_name` sits idle inside
+    an open transaction (its client stopped mid-way)."""
     with psycopg.connect(stack.SUPERUSER_DSN, autocommit=True) as su:
-        return su.execute("SELECT count(*) FROM pg_stat_activity WHERE usename = %s "
-                          "AND state = 'idle in transaction'", (role,)).fetchone()[0] > 0
+        return su.execute("SELECT count(*) FROM pg_stat_activity WHERE application_name = %s "
+                          "AND state = 'idle in transaction'", (application_name,)).fetchone()[0] > 0
+
+
+def backend_of(application_name: str) -> dict | None:
+    """The server process serving the client that named itself `application_name`: its pid,
+    state and the statement it runs or ran last; None if it has none."""
+    with psycopg.connect(stack.SUPERUSER_DSN, autocommit=True) as su:
+        row = su.execute("SELECT pid, state, left(query, 60) FROM pg_stat_activity WHERE application_name = %s "
+                         "AND backend_type = 'client backend' ORDER BY backend_start DESC LIMIT 1",
+                         (application_name,)).fetchone()
+    return {"pid": row[0], "state": row[1], "query": row[2]} if row else None
+
+
+def waiting_on_a_lock(role: str) -> bool:
+    """Whether any backend of `role` waits on a heavyweight lock (a row another transaction holds)."""
+    with psycopg.connect(stack.SUPERUSER_DSN, autocommit=True) as su:
+        return su.execute("SELECT count(*) FROM pg_stat_activity WHERE usename = %s AND wait_event_type = 'Lock'",
+                          (role,)).fetchone()[0] > 0
 
 
 def graceful_stop(worker, deadline_s: float) -> dict:
@@ -457,7 +484,7 @@ def graceful_stop(worker, deadline_s: float) -> dict:
     try:
         worker.proc.wait(deadline_s)
         killed = False
-    except Exception:  # subprocess.TimeoutExpired
+    except subprocess.TimeoutExpired:
         worker.proc.kill()
         killed = True
     worker.stop()  # reaps it and closes its log
@@ -473,13 +500,14 @@ def role_of_its_own(dsn: str):
     params = conninfo_to_dict(dsn)
     role = f"lab_{uuid.uuid4().hex[:10]}"
     with psycopg.connect(stack.SUPERUSER_DSN, autocommit=True) as su:
-        su.execute(f"CREATE ROLE {role} LOGIN PASSWORD '{role}' IN ROLE \"{params['user']}\"")
+        su.execute(sql.SQL("CREATE ROLE {} LOGIN PASSWORD {} IN ROLE {}").format(
+            sql.Identifier(role), sql.Literal(role), sql.Identifier(params["user"])))
         try:
             yield make_conninfo(dsn, user=role, password=role)
         finally:
-            su.execute(f'ALTER ROLE {role} CONNECTION LIMIT 0')
+            su.execute(sql.SQL("ALTER ROLE {} CONNECTION LIMIT 0").format(sql.Identifier(role)))
             su.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = %s", (role,))
-            su.execute(f"DROP ROLE {role}")
+            su.execute(sql.SQL("DROP ROLE {}").format(sql.Identifier(role)))
 
 
 @contextlib.contextmanager
@@ -488,11 +516,11 @@ def connections_refused(role: str):
     for role", the FATAL a role at its limit, or a server at max_connections, answers); the
     connections it already has stay. Lifted on the way out, whatever happens."""
     with psycopg.connect(stack.SUPERUSER_DSN, autocommit=True) as su:
-        su.execute(f'ALTER ROLE "{role}" CONNECTION LIMIT 0')
+        su.execute(sql.SQL("ALTER ROLE {} CONNECTION LIMIT 0").format(sql.Identifier(role)))
         try:
             yield
         finally:
-            su.execute(f'ALTER ROLE "{role}" CONNECTION LIMIT -1')
+            su.execute(sql.SQL("ALTER ROLE {} CONNECTION LIMIT -1").format(sql.Identifier(role)))
 
 
 class CommitReplyDropper:
@@ -501,13 +529,18 @@ class CommitReplyDropper:
     reaches it: the indeterminate commit, landed on purpose rather than by luck.
 
     It reads the server's side of the wire protocol (v3: a type byte, then a length that
-    counts itself) and forwards each message as it comes; armed, it holds each exchange back
-    until its ReadyForQuery, and forwards it then unless it is the one to drop. An exchange
-    ending in ReadyForQuery with status 'I' (idle: no transaction open any more) after a
-    COMMIT, or after a write run outside a transaction (p's one statement), is a transaction
-    that committed. The client must not ask for TLS (sslmode=disable), so the stream is plain."""
+    counts itself). Each exchange (the messages up to and including a ReadyForQuery) that
+    begins while the proxy is armed is held back until its ReadyForQuery, then forwarded,
+    unless it is the one to drop: it ended with status 'I' (idle: no transaction open any
+    more) and one of its commands was a COMMIT or a write outside a transaction (p's one
+    statement). The first of the connections to finish such an exchange claims the drop; the
+    others forward theirs. The start of a session (authentication, up to its first
+    ReadyForQuery) is never held. The client must not ask for TLS (sslmode=disable)."""
 
-    ENDS_A_WRITE = ("COMMIT", "INSERT", "UPDATE", "DELETE", "MERGE", "SELECT")
+    ENDS_A_WRITE = ("COMMIT", "INSERT", "UPDATE", "DELETE", "MERGE")  # command tags' first words
+    # A SELECT wrote only if its statement did (a data-modifying WITH, as p's one statement is):
+    # the client's side of the wire says which, statement by statement
+    WRITES = re.compile(rb"\b(INSERT|UPDATE|DELETE|MERGE)\b", re.IGNORECASE)
 
     def __init__(self, upstream: tuple[str, int]):
         self.upstream = upstream
@@ -515,6 +548,7 @@ class CommitReplyDropper:
         self.port = self.listener.getsockname()[1]
         self.armed = threading.Event()
         self.fired = threading.Event()
+        self._claim = threading.Lock()
         self.dropped: list[str] = []  # the tags of each exchange whose reply never reached its client
         threading.Thread(target=self._accept, daemon=True).start()
 
@@ -523,11 +557,28 @@ class CommitReplyDropper:
                              gssencmode="disable")
 
     def arm(self) -> None:
-        self.fired.clear()
-        self.armed.set()
+        with self._claim:
+            self.fired.clear()
+            self.armed.set()
+
+    def disarm(self) -> None:
+        with self._claim:
+            self.armed.clear()
 
     def close(self) -> None:
+        with contextlib.suppress(OSError):
+            self.listener.shutdown(socket.SHUT_RDWR)  # wakes the accept() blocked in its thread
         self.listener.close()
+
+    def _claim_drop(self, tags: list[str]) -> bool:
+        """Whether this exchange is the armed one's to drop; only one is, across connections."""
+        with self._claim:
+            if not self.armed.is_set():
+                return False
+            self.armed.clear()
+            self.dropped.append(" / ".join(tags))
+            self.fired.set()
+            return True
 
     def _accept(self) -> None:
         while True:
@@ -543,46 +594,94 @@ class CommitReplyDropper:
             server.settimeout(None)
             for sock in (client, server):  # small messages one at a time: Nagle would hold each ~40 ms
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            threading.Thread(target=self._upstream, args=(client, server), daemon=True).start()
-            threading.Thread(target=self._downstream, args=(server, client), daemon=True).start()
+            writes: collections.deque[bool] = collections.deque()  # per exchange the client asked for, in order
+            threading.Thread(target=self._upstream, args=(client, server, writes), daemon=True).start()
+            threading.Thread(target=self._downstream, args=(server, client, writes), daemon=True).start()
 
-    @staticmethod
-    def _upstream(client: socket.socket, server: socket.socket) -> None:
+    def _upstream(self, client: socket.socket, server: socket.socket, writes: collections.deque) -> None:
+        """Forward the client's bytes; note, for each exchange it asks for (a Query, or the
+        messages up to a Sync), whether one of its statements writes. Prepared statements are
+        remembered by name, since a Bind may name one parsed exchanges ago."""
+        buffer, started = bytearray(), False
+        prepared: dict[bytes, bool] = {}
+        current = False  # the extended-protocol exchange in hand writes
         with contextlib.suppress(OSError):
             while data := client.recv(65536):
-                server.sendall(data)
+                buffer += data
+                start = 0
+                while True:
+                    if not started:  # the startup message: a length, no type byte
+                        if len(buffer) - start < 4:
+                            break
+                        length = int.from_bytes(buffer[start:start + 4], "big")
+                        if len(buffer) - start < length:
+                            break
+                        start, started = start + length, True
+                        continue
+                    if len(buffer) - start < 5:
+                        break
+                    length = int.from_bytes(buffer[start + 1:start + 5], "big")
+                    if len(buffer) - start < 1 + length:
+                        break
+                    kind, body = buffer[start:start + 1], bytes(buffer[start + 5:start + 1 + length])
+                    start += 1 + length
+                    if kind == b"Q":
+                        writes.append(bool(self.WRITES.search(body)))
+                    elif kind == b"P":  # Parse: statement name, query text
+                        name, _, rest = body.partition(b"\0")
+                        prepared[name] = bool(self.WRITES.search(rest.split(b"\0", 1)[0]))
+                        current = current or prepared[name]
+                    elif kind == b"B":  # Bind: portal name, statement name
+                        statement = body.split(b"\0", 2)[1]
+                        current = current or prepared.get(statement, False)
+                    elif kind == b"S":
+                        writes.append(current)
+                        current = False
+                # appended before the bytes go on: the server's ReadyForQuery can only follow them
+                server.sendall(bytes(buffer[:start]))
+                del buffer[:start]
         with contextlib.suppress(OSError):
             server.shutdown(socket.SHUT_WR)
 
-    def _downstream(self, server: socket.socket, client: socket.socket) -> None:
-        buffer, exchange, tags = b"", b"", []
+    def _downstream(self, server: socket.socket, client: socket.socket, writes: collections.deque) -> None:
+        buffer = bytearray()
+        held: bytearray | None = None  # the exchange in hand, if it began while armed
+        tags: list[str] = []
+        # between: the last message was a ReadyForQuery, so the next one begins an exchange; False at
+        # first, since the start of a session (its authentication) is never held
+        between = session_started = False
         try:
             while data := server.recv(65536):
                 buffer += data
-                while len(buffer) >= 5:
-                    length = int.from_bytes(buffer[1:5], "big")
-                    if len(buffer) < 1 + length:
+                start = 0
+                while len(buffer) - start >= 5:
+                    length = int.from_bytes(buffer[start + 1:start + 5], "big")
+                    if len(buffer) - start < 1 + length:
                         break
-                    kind, body, buffer = buffer[:1], buffer[5:1 + length], buffer[1 + length:]
-                    message = kind + length.to_bytes(4, "big") + body
-                    if self.armed.is_set():
-                        exchange += message  # held until its ReadyForQuery says what it was
+                    message = bytes(buffer[start:start + 1 + length])
+                    start += 1 + length
+                    kind, body = message[:1], message[5:]
+                    if between:
+                        between = False
+                        held = bytearray() if self.armed.is_set() else None  # decided once per exchange
+                    if held is not None:
+                        held += message
                     else:
-                        client.sendall(exchange + message)
-                        exchange = b""
+                        client.sendall(message)
                     if kind == b"C":  # CommandComplete: its tag, e.g. b"INSERT 0 1\0"
                         tags.append(body.rstrip(b"\0").decode(errors="replace"))
                     if kind != b"Z":
                         continue
-                    wrote = any(tag.split(" ")[0] in self.ENDS_A_WRITE for tag in tags)
-                    if body == b"I" and wrote and self.armed.is_set():
-                        self.armed.clear()
-                        self.dropped.append(" / ".join(tags))
-                        self.fired.set()
+                    # the session's first ReadyForQuery answers its start-up, not an exchange
+                    asked_to_write = writes.popleft() if session_started and writes else False
+                    wrote = any(tag.split(" ")[0] in self.ENDS_A_WRITE or
+                                (tag.startswith("SELECT") and asked_to_write) for tag in tags)
+                    if held is not None and body == b"I" and wrote and self._claim_drop(tags):
                         return  # the server has committed; the client never hears of it
-                    if exchange:
-                        client.sendall(exchange)
-                    exchange, tags = b"", []
+                    if held is not None:
+                        client.sendall(held)
+                    held, tags, between, session_started = None, [], True, True
+                del buffer[:start]
         except OSError:
             pass
         finally:
@@ -592,15 +691,104 @@ class CommitReplyDropper:
                 sock.close()
 
 
+class SmallDisk:
+    """A filesystem of `size_mb` (a tmpfs the harness mounts, as root) holding a tablespace, to
+    which a run moves its tables and their indexes; `fill()` takes every byte left, as a log or
+    another table would, and `free()` gives the room back. The server then fails to extend a
+    table with DiskFull (53100) on the consumer's live connection. The WAL stays where it was."""
+
+    def __init__(self, size_mb: int = 64):
+        if os.geteuid() != 0:
+            raise RuntimeError("disk-full mounts a tmpfs, which needs root")
+        self.name = f"lab_small_{uuid.uuid4().hex[:8]}"
+        self.path = Path("/tmp") / self.name
+        self.path.mkdir(mode=0o700)
+        subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size_mb}m,mode=700", "tmpfs", str(self.path)],
+                       check=True, capture_output=True, text=True)
+        user = stack.server_user()
+        if user is not None:  # the server's user must own its tablespace's directory
+            os.chown(self.path, user.pw_uid, user.pw_gid)
+        self.filler = self.path / "filler"
+        with psycopg.connect(stack.SUPERUSER_DSN, autocommit=True) as su:
+            su.execute(sql.SQL("CREATE TABLESPACE {} LOCATION {}").format(sql.Identifier(self.name),
+                                                                          sql.Literal(str(self.path))))
+
+    def take(self, schema: str) -> None:
+        """Move `schema`'s tables and indexes onto the small disk."""
+        with psycopg.connect(stack.SUPERUSER_DSN, autocommit=True) as su:
+            relations = su.execute("SELECT c.relkind, c.relname FROM pg_class c JOIN pg_namespace n "
+                                   "ON n.oid = c.relnamespace WHERE n.nspname = %s AND c.relkind IN ('r', 'i')",
+                                   (schema,)).fetchall()
+            for kind, name in relations:
+                su.execute(sql.SQL("ALTER {} {} SET TABLESPACE {}").format(
+                    sql.SQL("TABLE" if kind == "r" else "INDEX"), sql.Identifier(schema, name),
+                    sql.Identifier(self.name)))
+
+    def fill(self) -> int:
+        """Write until the filesystem is full; the bytes written."""
+        written, chunk = 0, b"\0" * (1 << 20)
+        with open(self.filler, "wb", buffering=0) as f:
+            while True:
+                try:
+                    written += f.write(chunk)
+                except OSError:  # ENOSPC: full; what fits of a last chunk is written
+                    return written
+
+    def free(self) -> None:
+        self.filler.unlink(missing_ok=True)
+
+    def close(self) -> None:
+        """Drop the tablespace (whatever was in it must be dropped first) and unmount."""
+        self.free()
+        with psycopg.connect(stack.SUPERUSER_DSN, autocommit=True) as su:
+            su.execute(sql.SQL("DROP TABLESPACE IF EXISTS {}").format(sql.Identifier(self.name)))
+        subprocess.run(["umount", str(self.path)], check=True, capture_output=True, text=True)
+        self.path.rmdir()
+
+
+def offsets_retention_minutes() -> int:
+    """The broker's offsets.retention.minutes: how long a group with no member keeps its offsets."""
+    admin = AdminClient({"bootstrap.servers": harness.BROKERS})
+    broker = next(iter(admin.list_topics(timeout=30).brokers))
+    resource = ConfigResource(ConfigResource.Type.BROKER, str(broker))
+    configs = admin.describe_configs([resource])[resource].result(timeout=30)
+    return int(configs["offsets.retention.minutes"].value)
+
+
+def group_offsets(group: str, topic: str, partitions: int) -> dict[int, int]:
+    """The group's committed offset per partition of `topic` (none if it has none)."""
+    admin = AdminClient({"bootstrap.servers": harness.BROKERS})
+    request = ConsumerGroupTopicPartitions(group, [TopicPartition(topic, p) for p in range(partitions)])
+    answer = admin.list_consumer_group_offsets([request])[group].result(timeout=30)
+    return {tp.partition: tp.offset for tp in answer.topic_partitions if tp.offset >= 0}
+
+
+def offsets_expire(group: str, topic: str, partitions: int, deadline_s: float, delete: bool = False) -> float:
+    """Wait, with the group empty, until the broker has expired its committed offsets
+    (offsets.retention.minutes after its last member left, at its next check); or, with
+    `delete`, delete the group at once, which leaves the state an expiry leaves: no offsets.
+    Returns the seconds it took."""
+    started = time.monotonic()
+    if delete:
+        admin = AdminClient({"bootstrap.servers": harness.BROKERS})
+        admin.delete_consumer_groups([group], request_timeout=30)[group].result(timeout=30)
+    while group_offsets(group, topic, partitions):
+        if time.monotonic() - started > deadline_s:
+            raise RuntimeError(f"group {group}'s offsets did not expire within {deadline_s:g} s")
+        time.sleep(2)
+    return round(time.monotonic() - started, 1)
+
+
 def recreate_topic(topic: str, timeout_s: float = 60.0) -> None:
     """Delete `topic` and create it again under the same name with as many partitions, as an
     operator resetting a topic would: a new log, its offsets from 0, and a new topic ID."""
     admin = AdminClient({"bootstrap.servers": harness.BROKERS})
-    partitions = len(admin.list_topics(topic, timeout=timeout_s).topics[topic].partitions)
+    old = admin.list_topics(topic, timeout=timeout_s).topics[topic].partitions
+    partitions, replicas = len(old), len(old[0].replicas)  # as it was: a cluster's topic keeps its replication
     harness.delete_topics(topic, timeout_s=timeout_s)
     end = time.monotonic() + timeout_s
     while True:  # the deletion completes in the background; until it has, a create is refused
-        futures = admin.create_topics([NewTopic(topic, partitions, 1)], operation_timeout=timeout_s)
+        futures = admin.create_topics([NewTopic(topic, partitions, replicas)], operation_timeout=timeout_s)
         try:
             futures[topic].result(timeout=timeout_s)
             return

@@ -663,16 +663,25 @@ def faults_more_section() -> str:
             t, log = s["totals"], [f for r in mine for f in r["fault_log"]]
             if s["fault"] == "pause-consumer":
                 met = f"{sum(bool(f.get('in_transaction')) for f in log)} of {len(log)} inside a transaction"
+                if any("lock_waited" in f for f in log):
+                    met += f", {sum(bool(f.get('lock_waited')) for f in log)} with another consumer waiting on a lock"
             elif s["fault"] == "sigterm":
                 met = (f"exit {', '.join(sorted({str(f['exit_code']) for f in log}))} after "
                        f"{max((f['exit_s'] for f in log), default=0):.2f} s at most; "
                        f"{sum(f['sigkilled'] for f in log)} SIGKILLed")
             elif s["fault"] == "lost-commit-reply":
-                tags = sorted({f["dropped"].split(" ")[0] for f in log})
-                met = "replies dropped to " + ", ".join("COMMIT" if tag == "COMMIT" else
-                                                        f"a {tag} that committed on its own" for tag in tags)
-            else:
+                tags = sorted({f["dropped"].split(" ")[0] for f in log if f["dropped"]})
+                met = "replies dropped to " + (", ".join("COMMIT" if tag == "COMMIT" else
+                                                         f"a {tag} that committed on its own" for tag in tags) or
+                                               "nothing")
+                if any(f["dropped"] is None for f in log):
+                    met += f"; {sum(f['dropped'] is None for f in log)} armed after the last commit, met nothing"
+            elif s["fault"] == "topic-recreated":
+                met = f"{sum(f['republished'] for f in log):,} credits published to the topic made again"
+            elif s["fault"] == "pg-max-connections":
                 met = f"{sum(r.get('connect_refused', 0) for r in mine)} refused first connections, waited for"
+            else:
+                raise ValueError(f"faults-more.json holds a fault the report does not know: {s['fault']}")
             rows.append(f"| {s['fault']}{note} | {VARIANT_NAMES[s['variant']]} | {s['runs']} | {t['faults']} "
                         f"| {t['duplicates']} | {t['lost']} | {t['skipped']} | {s['exits']} | {met} "
                         f"| {spread(results.stats(longest_still(r['timeline']) for r in mine), 1)} "

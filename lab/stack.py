@@ -254,6 +254,19 @@ group.share.min.heartbeat.interval.ms=500
 """
 
 
+def extra_kafka_properties() -> str:
+    """KAFKA_EXTRA_PROPERTIES (key=value, comma-separated), appended for a stack of a measurement's
+    own, e.g. M10's offsets-expired: offsets.retention.minutes=1,offsets.retention.check.interval.ms=5000."""
+    text = os.environ.get("KAFKA_EXTRA_PROPERTIES", "").strip()
+    if not text:
+        return ""
+    pairs = [pair.strip() for pair in text.split(",") if pair.strip()]
+    bad = [pair for pair in pairs if not re.fullmatch(r"[a-z0-9._-]+=[^=\n]+", pair)]
+    if bad:
+        raise StackError(f"KAFKA_EXTRA_PROPERTIES: expected key=value pairs separated by commas, got {bad[0]!r}")
+    return "# KAFKA_EXTRA_PROPERTIES\n" + "\n".join(pairs) + "\n"
+
+
 def launch_kafka(home: Path, properties: str, cluster_id: str, heap: tuple[str, str],
                  prefix: tuple = ()) -> subprocess.Popen:
     """Start one Kafka node from `home` (its config, data, log and pid file), formatting its
@@ -321,7 +334,8 @@ def kafka_up(deadline_s: float = 120.0) -> None:
         if port_open(p):
             raise StackError(f"port {p} is taken by a process stack.py did not start: stop it, or if it is "
                              "the docker-compose stack, use that and skip `make up`")
-    proc = launch_kafka(KAFKA_HOME, kafka_properties(port, host), new_cluster_id(), heap=("256m", "1g"))
+    proc = launch_kafka(KAFKA_HOME, kafka_properties(port, host) + extra_kafka_properties(), new_cluster_id(),
+                        heap=("256m", "1g"))
 
     def ready():
         if proc.poll() is not None:

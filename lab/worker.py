@@ -101,6 +101,18 @@ def run_reconnecting(args, stop: threading.Event, apply, after_db_commit, overri
             consume.commit_offset(consumer, msg)
 
 
+# The server's ways of ending a session beside an OperationalError: an idle-in-transaction
+# (25P03) or transaction timeout (25P04). A restart reconnects, and replays only unacknowledged work.
+SESSION_ENDED = ("25P03", "25P04")
+
+
+def ended_the_session(error: psycopg.Error) -> bool:
+    """Whether `error` means the session is gone (so a restart may help), not that the work is wrong."""
+    if isinstance(error, psycopg.OperationalError):
+        return not consume.refused_for_good(error)  # a wrong password is not waited out
+    return error.sqlstate in SESSION_ENDED
+
+
 def supervised(stop: threading.Event, run_once) -> None:
     """What systemd's Restart=on-failure does for consume.py: start it again once it has stopped
     on a lost database. It never commits an offset before its transaction, so the restart
@@ -115,7 +127,9 @@ def supervised(stop: threading.Event, run_once) -> None:
         except psycopg.errors.TransactionRollback:
             raise  # a deadlock or serialization failure is no lost database: not restarted; the harness
             # records the worker's exit as a crash
-        except psycopg.OperationalError as e:
+        except psycopg.Error as e:
+            if not ended_the_session(e):
+                raise  # a real error on a live connection: the harness records the exit as a crash
             now = time.monotonic()
             if now - started > 10:  # it had been running: a new outage, not the same one
                 delay, failing_since = 0.1, None
@@ -123,8 +137,7 @@ def supervised(stop: threading.Event, run_once) -> None:
             if now - failing_since > RESTART_GIVE_UP_S:
                 raise
             stop.wait(delay)
-            log.warning(RESTARTED_LOG, str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__,
-                        delay)
+            log.warning(RESTARTED_LOG, consume.first_line(e), delay)
             delay = min(delay * 2, 5.0)
 
 
@@ -274,9 +287,9 @@ def run_auto_commit(topic: str, group: str, apply, stop: threading.Event, batch:
     """
     consumer = Consumer({"bootstrap.servers": BROKERS, "group.id": group,
                          "auto.offset.reset": "earliest", **overrides})
-    consumer.subscribe([topic])
     try:
-        with consume.connect(DSN) as conn:
+        with consume.connect(DSN) as conn:  # before joining the group: no partitions held while it waits
+            consumer.subscribe([topic])
             while not stop.is_set():
                 messages = consumer.consume(batch, 0.5) if batch else [m for m in [consumer.poll(0.5)] if m]
                 for msg in messages:
@@ -351,11 +364,11 @@ def run_share(args, stop: threading.Event, apply, handle) -> None:
         # Fewer records per poll; the broker may still lock a whole producer batch at once.
         config["max.poll.records"] = args.max_poll_records
     consumer = ShareConsumer(config)
-    consumer.subscribe([args.topic])
     ensure_topic(consume.dead_letter_topic(args.topic))
     dead_letters = make_producer()
     try:
-        with consume.connect(DSN) as conn:
+        with consume.connect(DSN) as conn:  # before joining the group: no records locked while it waits
+            consumer.subscribe([args.topic])
             while not stop.is_set():
                 for msg in consumer.poll(0.5):
                     if msg.error():

@@ -13,6 +13,10 @@ Faults, one kind per run, each healed (lab/nemesis.py, MORE_FAULTS):
                         from pg_stat_activity): the other consumer, given the partitions,
                         waits on the paused one's inbox row lock, unless the role's
                         idle_in_transaction_session_timeout (--idle-tx-timeout-ms) ends it
+    pause-postgres      two consumers; the server process (backend) serving the first is
+                        SIGSTOPped for --pause-s, longer than max.poll.interval.ms: the consumer
+                        hangs in its statement, leaves the group, and its partitions move while
+                        its transaction stands still (what it was doing is recorded)
     sigterm             the consumer is sent SIGTERM at a random moment, as systemd or
                         Kubernetes stops it; how long it takes to exit, with what code, and
                         whether it had to be SIGKILLed after --stop-deadline-s
@@ -21,6 +25,16 @@ Faults, one kind per run, each healed (lab/nemesis.py, MORE_FAULTS):
     lost-commit-reply   the consumer reaches Postgres through a proxy (CommitReplyDropper)
                         that lets a transaction commit and cuts the connection before the
                         reply arrives; the consumer cannot know whether its work committed
+    disk-full           the run's tables and indexes live on a tablespace of their own, a small
+                        tmpfs (mounted as root); it is filled to the last byte for --outage-s,
+                        then given its room back. The server fails to extend a table (DiskFull)
+    offsets-expired     once every credit is applied, the consumers stop and the group, empty,
+                        outlives the broker's offsets.retention.minutes (a broker started with a
+                        short one: KAFKA_EXTRA_PROPERTIES, docs/faults-more.md), or with
+                        --delete-group is deleted, which leaves the same state; then the
+                        consumers start again and auto.offset.reset=earliest replays the topic.
+                        With --forgotten F, retention has first forgotten that share of the
+                        inbox (its rows aged 30 days, then retention.sql's delete keeping 14)
     topic-recreated     once every credit is applied, the consumer is stopped, the topic
                         deleted and created again under the same name, as many new credits
                         published to it, and the consumer started again (one fault a run)
@@ -36,13 +50,19 @@ Assumptions: the embedded stack (stack.py) is up and nothing else measures on it
 
     python -m measurements.measure_faults_more --fault lost-commit-reply --variant b,c,d,p,o --runs 5
 """
+import contextlib
 import random
 import sys
 import time
+import uuid
+from datetime import timedelta
 
+import psycopg
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from lab import checker, cli, harness, nemesis, results, stack
+from lab import retention as inbox_retention
+from lab.settings import RETENTION_DSN
 
 FAULTS = nemesis.MORE_FAULTS
 VARIANTS = ("b", "c", "d", "p", "o", "a2")  # a2: auto-commit, 100 messages a poll
@@ -60,9 +80,14 @@ class Supervised:
             self.start()
 
     def start(self) -> harness.Worker:
-        log_path = harness.log_dir() / f"{self.name}-life{len(self.all) + 1}.log"
+        life = len(self.all) + 1
+        log_path = harness.log_dir() / f"{self.name}-life{life}.log"
         log_path.unlink(missing_ok=True)
-        worker = harness.Worker(self.variant, self.space.topic, self.space.group, self.dsn, log_path, self.args)
+        # its own application_name, so pg_stat_activity can tell this life's backend from the others'
+        application_name = f"m10-{uuid.uuid4().hex[:8]}-life{life}"
+        worker = harness.Worker(self.variant, self.space.topic, self.space.group,
+                                make_conninfo(self.dsn, application_name=application_name), log_path, self.args)
+        worker.application_name = application_name
         self.live.append(worker)
         self.all.append(worker)
         return worker
@@ -89,16 +114,62 @@ class Supervised:
             worker.stop()
 
 
-def inject(fault: str, pool: Supervised, config: dict, proxy, role: str, later: list) -> dict:
+def all_applied_then_stop(pool: Supervised, events: int) -> None:
+    """Wait until every credit is applied, then stop every consumer cleanly (the group is left empty)."""
+    harness.wait_until(lambda: harness.distinct_applied(pool.space.admin) >= events, 300, "every credit applied")
+    for worker in list(pool.live):
+        worker.stop()
+        pool.live.remove(worker)
+
+
+def forget_some(space, events: list, share: float) -> int:
+    """Retention forgets the first `share` of the events' inbox rows: the owner ages them 30 days
+    (processed_at, which the consumer may not touch), then retention.sql's delete keeps 14."""
+    doomed = [event_id for event_id, _ in events[:int(len(events) * share)]]
+    with psycopg.connect(space.admin, autocommit=True) as owner:
+        owner.execute("UPDATE processed_messages SET processed_at = processed_at - interval '30 days' "
+                      "WHERE message_id = ANY(%s)", (doomed,))
+    with psycopg.connect(harness.scoped_dsn(space.schema, RETENTION_DSN), autocommit=True) as forgetter:
+        return sum(inbox_retention.forget(forgetter, timedelta(days=14), 1000))
+
+
+def inject(fault: str, pool: Supervised, config: dict, proxy, role: str, later: list, disk, events: list) -> dict:
     """One fault, healed before it returns; what it met."""
+    target = pool.live[0]
+    if fault.startswith("pause-") and config.get("in_handler"):
+        # the tests: pause whichever consumer (or its server process) is stalled inside a transaction
+        stalls = {id(w): w.counts.get("stalls", 0) for w in pool.live}
+        target = harness.wait_until(lambda: next((w for w in pool.live if w.counts.get("stalls", 0) >
+                                                  stalls.get(id(w), 0)), None), 120, "a handler to stall")
     if fault == "pause-consumer":
-        target = pool.live[0]
-        if config.get("in_handler"):  # the tests: pause whichever consumer is stalled inside a transaction
-            seen = {id(w): w.counts.get("stalls", 0) for w in pool.live}
-            target = harness.wait_until(lambda: next((w for w in pool.live if w.counts.get("stalls", 0) >
-                                                      seen.get(id(w), 0)), None), 120, "a handler to stall")
-        met = nemesis.pause(target.proc.pid, config["pause_s"], look=lambda: nemesis.idle_in_transaction(role))
-        return {"outage_s": config["pause_s"], "in_transaction": met}
+        seen = nemesis.pause(target.proc.pid, config["pause_s"], watch={
+            # the paused consumer's own backend, inside an open transaction
+            "in_transaction": lambda: nemesis.idle_in_transaction(target.application_name),
+            # another consumer of the run waiting on a row lock (the paused one's inbox row)
+            "lock_waited": lambda: nemesis.waiting_on_a_lock(role)})
+        return {"outage_s": config["pause_s"], **seen}
+    if fault == "pause-postgres":
+        backend = harness.wait_until(lambda: nemesis.backend_of(target.application_name), 60,
+                                     "the consumer's server process")
+        seen = nemesis.pause(backend["pid"], config["pause_s"], watch={
+            "lock_waited": lambda: nemesis.waiting_on_a_lock(role)})
+        return {"outage_s": config["pause_s"], "state": backend["state"], "query": backend["query"], **seen}
+    if fault == "disk-full":
+        filled = disk.fill()
+        try:
+            pool.wait(config["outage_s"])
+        finally:
+            disk.free()
+        return {"outage_s": config["outage_s"], "filled_bytes": filled}
+    if fault == "offsets-expired":
+        all_applied_then_stop(pool, config["events"])
+        forgotten = forget_some(pool.space, events, config["forgotten"]) if config["forgotten"] else 0
+        deadline = nemesis.offsets_retention_minutes() * 60 + 900  # and the broker's next check
+        waited = nemesis.offsets_expire(pool.space.group, pool.space.topic, config["partitions"], deadline,
+                                        delete=config["delete_group"])
+        pool.start()
+        return {"outage_s": waited, "forgotten": forgotten, "expired_by": "delete" if config["delete_group"]
+                else "retention"}
     if fault == "sigterm":
         worker = pool.live[0]
         stopped = nemesis.graceful_stop(worker, config["stop_deadline_s"])
@@ -112,11 +183,7 @@ def inject(fault: str, pool: Supervised, config: dict, proxy, role: str, later: 
             pool.wait(config["outage_s"])
         return {"outage_s": config["outage_s"]}
     if fault == "topic-recreated":
-        harness.wait_until(lambda: harness.distinct_applied(pool.space.admin) >= config["events"], 300,
-                           "every credit of the first topic applied")
-        for worker in list(pool.live):
-            worker.stop()
-            pool.live.remove(worker)
+        all_applied_then_stop(pool, config["events"])
         nemesis.recreate_topic(pool.space.topic)
         harness.produce_events(pool.space.topic, later)
         pool.start()
@@ -124,12 +191,20 @@ def inject(fault: str, pool: Supervised, config: dict, proxy, role: str, later: 
     if fault == "lost-commit-reply":
         proxy.arm()
         end = time.monotonic() + 60
-        while not proxy.fired.wait(0.1) and time.monotonic() < end:
+        while not proxy.fired.wait(0.1):
             pool.supervise()
-        if not proxy.fired.is_set():
-            raise RuntimeError("no transaction committed through the proxy within 60 s")
-        return {"outage_s": 0.0, "dropped": proxy.dropped[-1]}
+            if time.monotonic() > end or harness.distinct_applied(pool.space.admin) >= config["events"]:
+                proxy.disarm()  # nothing left to commit: this fault met nothing, and says so
+                break
+        return {"outage_s": 0.0, "dropped": proxy.dropped[-1] if proxy.fired.is_set() else None}
     raise ValueError(fault)
+
+
+def small_disk(fault: str):
+    """disk-full's tablespace on a small filesystem, made before the run's schema and dropped after it."""
+    if fault != "disk-full":
+        return contextlib.nullcontext()
+    return contextlib.closing(nemesis.SmallDisk())
 
 
 def run_once(fault: str, variant: str, run: int, config: dict) -> dict:
@@ -142,57 +217,68 @@ def run_once(fault: str, variant: str, run: int, config: dict) -> dict:
     later = harness.make_events(config["events"], prefix=f"r{run}again", seed=config["seed"] + run + 1000)
     rng = random.Random(config["seed"] * 1000 + run)
     started, began = time.monotonic(), time.time()
-    with (harness.run_space("m10", f"{fault}-{variant}-r{run}", config["partitions"]) as space,
+    once = {"topic-recreated", "offsets-expired"}  # faults that end a run's first part: one a run
+    with (small_disk(fault) as disk,
+          harness.run_space("m10", f"{fault}-{variant}-r{run}", config["partitions"]) as space,
           nemesis.role_of_its_own(space.dsn) as dsn):
+        if disk is not None:
+            disk.take(space.schema)
         if config["idle_tx_timeout_ms"]:
             options = conninfo_to_dict(dsn).get("options", "")
             dsn = make_conninfo(dsn, options=f"{options} -c idle_in_transaction_session_timeout="
                                              f"{config['idle_tx_timeout_ms']}")
         role = conninfo_to_dict(dsn)["user"]
-        proxy = None
-        if fault == "lost-commit-reply":
-            pg = stack.postgres_params()
-            proxy = nemesis.CommitReplyDropper(("127.0.0.1", pg["port"]))
-            dsn = proxy.dsn(dsn)
+        published = events + later if fault == "topic-recreated" else events
         harness.produce_events(space.topic, events)
-        pool = Supervised(variant, space, dsn, args, f"faults-more-{fault}-{variant}-r{run}",
-                          2 if fault == "pause-consumer" else 1)
-        fault_log = []
+        # every event applied: after a topic is made again, its new events too
+        target = len(published) if fault == "topic-recreated" else config["events"]
+        proxy, pool, drained, fault_log = None, None, None, []
         try:
+            if fault == "lost-commit-reply":
+                pg = stack.postgres_params()
+                proxy = nemesis.CommitReplyDropper(("127.0.0.1", pg["port"]))
+            pool = Supervised(variant, space, proxy.dsn(dsn) if proxy else dsn, args,
+                              f"faults-more-{fault}-{variant}-r{run}", 2 if fault.startswith("pause-") else 1)
             if not pool.live[0].wait_first_effect(120):
                 raise RuntimeError(f"a worker applied nothing:\n{pool.live[0].log_tail()}")
-            for k in range(1, (1 if fault == "topic-recreated" else config["faults"]) + 1):
+            for k in range(1, (1 if fault in once else config["faults"]) + 1):
                 pool.wait(rng.uniform(0.5, 1.5) * config["every_s"])  # seeded: the same moments for every variant
-                if harness.distinct_applied(space.admin) >= config["events"] and fault != "topic-recreated":
+                if harness.distinct_applied(space.admin) >= config["events"] and fault not in once:
                     break  # nothing left in flight to meet
                 hit = time.time()
-                met = inject(fault, pool, config, proxy, role, later)
+                met = inject(fault, pool, config, proxy, role, later, disk, events)
                 healed, rows_before = time.monotonic(), harness.ledger_count(space.admin)
+                # until a credit after the fault, or nothing is left to credit: every event applied, or
+                # every message read and its offset committed (a variant that loses leaves no lag either)
                 harness.wait_until(lambda before=rows_before: pool.supervise() or
                                    harness.ledger_count(space.admin) > before or
-                                   harness.distinct_applied(space.admin) >= config["events"], 300,
+                                   harness.distinct_applied(space.admin) >= target or
+                                   harness.lag(space.group, space.topic) == 0, 300,
                                    f"a credit after {fault} {k}", interval_s=0.1)
                 fault_log.append({"fault": k, **met, "resume_s": round(time.monotonic() - healed, 2),
                                   "window": [hit, time.time()]})
                 results.progress(f"{fault} {variant} run {run}: fault {k} of {config['faults']}: {met}")
-            published = events + later if fault == "topic-recreated" else events
             recovery = harness.settle(pool.live, space.admin, len(published), 300.0, space.group, space.topic)
-            drained = None
-            if recovery.crashed:
+            if not recovery.settled or recovery.crashed:
+                # one more consumer, on the run's role but not through the proxy, drains what is left
                 again = harness.log_dir() / f"faults-more-{fault}-{variant}-r{run}-again.log"
-                drained = harness.recover(variant, space, deadline_s=300.0, args=args, log_path=again)
+                drained = harness.recover(variant, space, deadline_s=300.0, args=args, log_path=again, dsn=dsn)
         finally:
-            pool.stop()
+            if pool is not None:
+                pool.stop()
             if proxy is not None:
                 proxy.close()
         counts, _ = checker.tally(pool.all)
+        if drained:
+            counts.update(drained["counts"])
         verdict = harness.verdict_of(published, space.admin)
         credits = harness.credit_times(space.admin)
     return {"fault": fault, "variant": variant, "run": run, "seed": config["seed"] + run, "events": config["events"],
             "faults": len(fault_log), **verdict, "skipped": counts.get("skipped", 0),
             "connect_refused": counts.get("connect_refused", 0), "restarted": counts.get("restarted", 0),
             "reconnected": counts.get("reconnected", 0),
-            "exits": pool.exits + list(recovery.crashed), "lives": len(pool.all),
+            "exits": pool.exits + list(recovery.crashed) + list(drained["crashed"] if drained else ()),
+            "lives": len(pool.all) + (1 if drained else 0),
             "longest_wait_s": checker.longest_wait(dict(published), credits),
             "resume_s": results.stats(f["resume_s"] for f in fault_log) if fault_log else None,
             "settled": drained["settled"] if drained else recovery.settled,
@@ -236,6 +322,11 @@ def parse_args(argv=None):
     parser.add_argument("--stop-deadline-s", type=float, default=30, help="sigterm: SIGKILL after this")
     parser.add_argument("--idle-tx-timeout-ms", type=int, default=0,
                         help="the consumer's idle_in_transaction_session_timeout (0: none, the server's default)")
+    parser.add_argument("--forgotten", type=float, default=0.0,
+                        help="offsets-expired: the share of the inbox retention has forgotten first (0 to 1)")
+    parser.add_argument("--delete-group", action="store_true",
+                        help="offsets-expired: delete the empty group instead of waiting out the broker's "
+                             "offsets.retention.minutes (the same state, at once)")
     parser.add_argument("--session-timeout-ms", type=int, default=6000)
     parser.add_argument("--max-poll-interval-ms", type=int, default=10000)
     parser.add_argument("--batch", type=int, default=100, help="d and p only")
@@ -243,10 +334,19 @@ def parse_args(argv=None):
     cli.at_least(parser, args, 1, "runs", "events", "partitions", "faults")
     if args.fault == "pause-consumer" and args.pause_s * 1000 <= args.session_timeout_ms:
         parser.error("--pause-s must outlast the session timeout, or nobody is evicted")
+    if args.fault == "pause-postgres" and args.pause_s * 1000 <= args.max_poll_interval_ms:
+        parser.error("--pause-s must outlast --max-poll-interval-ms, or the consumer keeps its partitions")
+    if not 0 <= args.forgotten <= 1:
+        parser.error("--forgotten is a share, from 0 to 1")
     return args
 
 
 def main(args) -> int:
+    if args.fault == "offsets-expired" and not args.delete_group and nemesis.offsets_retention_minutes() > 5:
+        print(f"offsets-expired waits out the broker's offsets.retention.minutes ({nemesis.offsets_retention_minutes()}"
+              " here): start a broker with a short one (docs/faults-more.md), or pass --delete-group",
+              file=sys.stderr)
+        return 2
     config = results.config_of(args, "fault", "variant", "out", "force")
     results.drive("measure_faults_more", args.out, config,
                   [{"fault": args.fault, "variant": v} for v in args.variant],

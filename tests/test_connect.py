@@ -80,3 +80,22 @@ def test_a_wrong_password_fails_at_once_with_the_servers_reason(schema):
         with pytest.raises(psycopg.OperationalError, match="password authentication failed"):
             consume.connect(wrong)
     assert not retried.is_set()
+
+
+def test_a_role_not_permitted_to_log_in_fails_at_once(schema):
+    role = f"t_nologin_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(SUPERUSER_DSN, autocommit=True) as su:
+        su.execute(f"CREATE ROLE {role} NOLOGIN PASSWORD '{role}' IN ROLE inbox_consumer")
+        try:
+            with watching(consume.CONNECT_RETRY_LOG) as retried:
+                with pytest.raises(psycopg.OperationalError, match="not permitted to log in"):
+                    consume.connect(make_conninfo(DSN, user=role, password=role), give_up_s=30)
+            assert not retried.is_set()
+        finally:
+            su.execute(f"DROP ROLE {role}")
+
+
+def test_an_error_without_a_message_still_has_a_first_line():
+    assert consume.first_line(psycopg.OperationalError("")) == "OperationalError"
+    assert consume.first_line(psycopg.OperationalError("\nconnection refused\nis the server up?")) == \
+        "connection refused"

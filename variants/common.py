@@ -24,7 +24,7 @@ import psycopg
 from confluent_kafka import Consumer
 from psycopg.conninfo import make_conninfo
 
-from consume import DSN, connect, consumer_config, dead_letter_topic
+from consume import DSN, connect, consumer_config, dead_letter_topic, first_line
 from publish import ensure_topic, make_producer
 
 log = logging.getLogger("consume")  # the lab reads one logger's lines, whichever loop prints them
@@ -90,7 +90,9 @@ class Database:
         for _ in range(1000):  # each pass is a fresh connection; the deadline ends it long before this
             try:
                 return work(self.conn, *args)
-            except psycopg.OperationalError as e:
+            except psycopg.Error as e:  # the server can end a session with any class of error
+                # (25P03, an idle-in-transaction timeout, is an InternalError): the broken
+                # connection, not the class, says whether the work may have been cut off
                 if not self.conn.closed and not self.conn.broken:
                     cause = ROLLED_BACK.get(type(e))
                     if cause is None or rolled_back >= self.retries:
@@ -99,7 +101,7 @@ class Database:
                     log.warning(RETRIED_LOG, cause, rolled_back, self.retries)
                     time.sleep(random.uniform(0, min(0.01 * 2 ** rolled_back, 1.0)))
                     continue
-                log.warning("database connection lost (%s); reconnecting", str(e).strip().splitlines()[0])
+                log.warning("database connection lost (%s); reconnecting", first_line(e))
                 self.reconnect()
                 if self.on_reconnect is not None:
                     self.on_reconnect()
@@ -147,16 +149,15 @@ def consuming(topic: str, group: str, dsn: str, overrides: dict, on_revoke=None,
     a SIGKILL skips this, as it skips everything.
     """
     ensure_topic(dead_letter_topic(topic))
+    db = Database(dsn)  # first: a consumer that joined the group while it waits for the database
+    # would hold partitions it cannot work on
     consumer = Consumer(consumer_config(group, **overrides))
     dead_letters = make_producer()
-    consumer.subscribe([topic], on_assign=log_partitions("assigned", on_assign),
-                       on_revoke=log_partitions("revoked", on_revoke),
-                       on_lost=log_partitions("lost", on_lost))
-    db = None
     try:
-        db = Database(dsn)
+        consumer.subscribe([topic], on_assign=log_partitions("assigned", on_assign),
+                           on_revoke=log_partitions("revoked", on_revoke),
+                           on_lost=log_partitions("lost", on_lost))
         yield consumer, dead_letters, db
     finally:
-        if db is not None:
-            db.close()
+        db.close()
         consumer.close()

@@ -30,6 +30,7 @@ from consume import (
     PoisonMessage,
     checked_event_id,
     dead_letter,
+    first_line,
     parse_event,
 )
 from publish import DEMO_TOPIC
@@ -126,7 +127,7 @@ def process_batch(conn: psycopg.Connection, messages: list[Message], dead_letter
             try:
                 one_applied, one_rejected = handle_batch(conn, [(eid, ev)], apply_batch)
             except (psycopg.DataError, psycopg.IntegrityError) as e:
-                one_applied, one_rejected = [], [(eid, ev, f"the database refused it: {str(e).splitlines()[0]}")]
+                one_applied, one_rejected = [], [(eid, ev, f"the database refused it: {first_line(e)}")]
             applied += one_applied
             rejected += one_rejected
     applied_ids = {eid for eid, _ in applied}

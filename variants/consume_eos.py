@@ -179,10 +179,10 @@ def run_eos(topic: str, group: str, apply, *, handle=None, every: int = 100, tra
 
     # Revoked: commit the open transaction while the generation is still ours (afterwards the
     # group would refuse its offsets). Lost: the generation is gone already, so abort it.
+    db = Database(dsn)  # before joining the group: no partitions held while it waits for the database
     consumer.subscribe([topic], on_assign=log_partitions("assigned"),
                        on_revoke=log_partitions("revoked", lambda _c, _ps: state.commit(rewind_on_abort=False)),
                        on_lost=log_partitions("lost", lambda _c, _ps: state.abort("partitions lost", False)))
-    db = Database(dsn)
     producer.begin_transaction()
     try:
         while stop is None or not stop.is_set():

@@ -31,8 +31,10 @@ Assumptions: consume.py's; schema.sql's consumer_offsets, with grants.sql's gran
 
     python -m variants.consume_offsets               # consumer.deposits as group wallet-credits-o
 """
+import concurrent.futures
 import logging
 import threading
+import time
 
 import psycopg
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Message, TopicCollection, TopicPartition
@@ -60,11 +62,23 @@ class Reseeked(Exception):
     """The database connection was new: the message in hand is dropped, the consumer re-seeked."""
 
 
-def topic_identity(topic: str, admin: AdminClient | None = None, timeout_s: float = 10.0) -> str:
-    """`name@ID`: the topic's name and the ID Kafka gave this incarnation of it."""
+def topic_identity(topic: str, admin: AdminClient | None = None, timeout_s: float = 10.0,
+                   give_up_s: float = 60.0) -> str:
+    """`name@ID`: the topic's name and the ID Kafka gave this incarnation of it. Asked again
+    with backoff while the broker cannot answer (a restart, a leader moving); without the ID
+    the consumer cannot tell where to start, so after `give_up_s` it raises and stops."""
     admin = admin or AdminClient({"bootstrap.servers": BROKERS})
-    described = admin.describe_topics(TopicCollection([topic]), request_timeout=timeout_s)[topic]
-    return f"{topic}@{described.result(timeout=timeout_s).topic_id}"
+    started, delay = time.monotonic(), 0.2
+    while True:
+        try:
+            described = admin.describe_topics(TopicCollection([topic]), request_timeout=timeout_s)[topic]
+            return f"{topic}@{described.result(timeout=timeout_s).topic_id}"
+        except (KafkaException, concurrent.futures.TimeoutError) as e:
+            if time.monotonic() - started > give_up_s:
+                raise RuntimeError(f"could not learn topic {topic}'s ID in {give_up_s:g} s: {e}") from e
+            log.warning("could not describe topic %s, asking again in %.1fs: %s", topic, delay, e)
+            time.sleep(delay)
+            delay = min(delay * 2, 5.0)
 
 
 def record_offset(conn: psycopg.Connection, msg: Message, identity: str, consumer: str = CONSUMER_NAME) -> None:
@@ -121,7 +135,7 @@ def run_with_offsets(topic: str, group: str, apply=credit_account, *, handle=Non
     def seek_on_assign(consumer: Consumer, partitions):
         # On assignment the database says where each partition starts, not Kafka; and the
         # topic is asked for its ID again, in case it is not the log it was.
-        identities.update({topic: topic_identity(topic, admin) for topic in {tp.topic for tp in partitions}})
+        identities.update({name: topic_identity(name, admin) for name in {tp.topic for tp in partitions}})
         for _ in range(3):
             try:
                 start = holder["db"].run(lambda conn: stored_offsets(conn, partitions, identities))

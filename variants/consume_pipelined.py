@@ -47,6 +47,7 @@ from consume import (
     PoisonMessage,
     checked_event_id,
     dead_letter,
+    first_line,
     parse_event,
 )
 from publish import DEMO_TOPIC
@@ -140,7 +141,7 @@ def claim_and_credit_each(conn: psycopg.Connection, events: dict[str, dict]) -> 
             try:
                 one_applied, one_rejected = claim_and_credit(conn, {event_id: event})
             except REFUSED as e:
-                refused[event_id] = f"the database refused it: {str(e).splitlines()[0]}"
+                refused[event_id] = f"the database refused it: {first_line(e)}"
                 continue
             applied |= one_applied
             rejected |= one_rejected
@@ -201,6 +202,9 @@ class Pipeline:
         self.in_flight = 0
         self.sent = self.finished = 0  # sequence numbers: batches read, batches finished in order
         self.early: dict[int, Batch] = {}  # committed, waiting for an earlier batch to finish
+        # What a database thread failed with. After it nothing more is finished or committed: the
+        # batches still in flight replay, and a revocation on the way out must not wait for them.
+        self.failed: BaseException | None = None
         self.threads = [threading.Thread(target=self._run, args=(db,), daemon=True) for db in dbs]
         for thread in self.threads:
             thread.start()
@@ -234,12 +238,13 @@ class Pipeline:
         """Finish, in the order they were read, the batches whose statements have returned;
         raise what a database thread failed with."""
         deadline = time.monotonic() + wait_s
-        while self.in_flight:
+        while self.in_flight and self.failed is None:
             try:
                 seq, item = self.done.get(timeout=max(0.0, deadline - time.monotonic()))
             except queue.Empty:
                 return
             if isinstance(item, BaseException):
+                self.failed = item
                 raise item
             self.early[seq] = item
             while self.finished in self.early:  # never an offset past a batch still in a statement
@@ -249,11 +254,12 @@ class Pipeline:
             deadline = time.monotonic()  # after the first, take only what is already there
 
     def drain(self, dead_letters, consumer, commit: bool) -> None:
-        """Wait until nothing is in flight (a rebalance, the end)."""
-        while self.in_flight:
+        """Wait until nothing is in flight (a rebalance, the end), or a database thread has failed."""
+        while self.in_flight and self.failed is None:
             self.collect(dead_letters, consumer, wait_s=1.0, commit=commit)
 
     def close(self) -> None:
+        self.failed = self.failed or RuntimeError("the pipeline is closed")  # nothing more to wait for
         for _ in self.threads:
             self.to_db.put(None)
         for db in self.dbs[1:]:  # the first is consuming()'s, which closes it
