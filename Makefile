@@ -102,12 +102,15 @@ measure: up
 	$(PY) measure_throughput.py $(FORCE) --variants c,d,p,fs-ack,fs-inbox,qx-eos-keyed --runs 5 --events 20000 \
 	  --events-of d=100000,p=100000,qx-eos-keyed=100000 --out results/throughput-frameworks.json
 	$(PY) -m measurements.measure_async_commit $(FORCE) --runs 5
-	$(PY) -m measurements.measure_faults_more $(FORCE) --fault lost-commit-reply --variant b,c,d,p,o,a2 --runs 5
-	for f in pause-consumer topic-recreated pg-max-connections; do $(PY) -m measurements.measure_faults_more \
-	  --fault $$f --variant b,c,d,p,o --runs 5 || exit 1; done
-	$(PY) -m measurements.measure_faults_more --fault sigterm --variant b,c,d,p,o,a2 --runs 5
-	$(PY) -m measurements.measure_faults_more $(FORCE) --fault pause-consumer --variant c,d,p --runs 5 \
+	$(PY) -m measurements.measure_faults_more $(FORCE) --fault lost-commit-reply --variant b,c,d,p,o,a2 --runs 5 --events 2000
+	for f in pause-postgres pause-consumer topic-recreated pg-max-connections; do $(PY) -m measurements.measure_faults_more \
+	  --fault $$f --variant b,c,d,p,o --runs 5 --events 2000 || exit 1; done
+	for f in disk-full sigterm; do $(PY) -m measurements.measure_faults_more \
+	  --fault $$f --variant b,c,d,p,o,a2 --runs 5 --events 2000 || exit 1; done
+	$(PY) -m measurements.measure_faults_more $(FORCE) --fault pause-consumer --variant c,d,p,o --runs 5 --events 2000 \
 	  --idle-tx-timeout-ms 5000 --out results/faults-more-idle-tx.json
+	# M10's offsets-expired needs a broker that forgets an empty group's offsets in a minute: a stack of
+	# its own (docs/faults-more.md, "Running offsets-expired"); not run here
 	$(PY) -m lab.report
 
 report: setup
@@ -119,7 +122,7 @@ report: setup
 # The tests marked root (pytest -m root: the partition faults and the namespace relay) build
 # network namespaces with `ip netns`; without root they fail, and this says so before they start.
 test: up
-	@[ "$$(id -u)" = 0 ] || echo "make test: the $$($(PY) -m pytest -m root --collect-only -q 2>/dev/null | tail -1 | cut -d/ -f1) tests marked root (network partitions: ip netns) need root and will fail as $$(id -un)" >&2
+	@[ "$$(id -u)" = 0 ] || echo "make test: the $$($(PY) -m pytest -m root --collect-only -q 2>/dev/null | tail -1 | cut -d/ -f1) tests marked root (network partitions, a small disk: ip netns, mount) need root and will fail as $$(id -un)" >&2
 	$(PY) -m pytest -n 2 --dist loadgroup -m "not serial"
 	$(PY) -m pytest -m serial
 

@@ -9,6 +9,7 @@ results/post-figures.json); `--check` fails when the README is out of date.
     python -m lab.report --check    # exit 1 if any of them differs from what results/ says
 """
 import ast
+import collections
 import json
 import re
 import statistics
@@ -655,8 +656,12 @@ def faults_more_section() -> str:
     rows = ["| Fault | Variant | Runs | Faults | Duplicates | Lost | Skipped duplicates | Exits | What the faults met "
             "| Ledger still at most (s) | Exact balances |",
             "|---|---|---:|---:|---:|---:|---:|---:|---|---:|---:|"]
+    # offsets-expired runs on a broker of its own (a short offsets.retention.minutes), so in files of its own
+    offsets, forgotten = load("faults-more-offsets.json"), load("faults-more-offsets-forgotten.json")
     sets = [(doc, "")] + ([(idle, f", idle_in_transaction_session_timeout {idle['config']['idle_tx_timeout_ms']} ms")]
                           if idle else [])
+    sets += [(offsets, ", the inbox remembering all")] if offsets else []
+    sets += [(forgotten, f", {forgotten['config']['forgotten']:.0%} of the inbox forgotten first")] if forgotten else []
     for source, note in sets:
         for s in source["summary"].values():
             mine = [r for r in source["runs"] if (r["fault"], r["variant"]) == (s["fault"], s["variant"])]
@@ -676,8 +681,20 @@ def faults_more_section() -> str:
                                                "nothing")
                 if any(f["dropped"] is None for f in log):
                     met += f"; {sum(f['dropped'] is None for f in log)} armed after the last commit, met nothing"
+            elif s["fault"] == "offsets-expired":
+                how = {f["expired_by"] for f in log}
+                met = ("offsets expired by the broker" if how == {"retention"} else "the empty group deleted") + \
+                    f" after {results.stats(f['outage_s'] for f in log)['median']:.0f} s (median)"
+                if any(f["forgotten"] for f in log):
+                    met += f"; {sum(f['forgotten'] for f in log):,} inbox rows forgotten first"
             elif s["fault"] == "topic-recreated":
                 met = f"{sum(f['republished'] for f in log):,} credits published to the topic made again"
+            elif s["fault"] == "pause-postgres":
+                states = collections.Counter(f["state"] for f in log)
+                met = ", ".join(f"{n} {state}" for state, n in states.most_common()) + \
+                    f"; {sum(bool(f.get('lock_waited')) for f in log)} with another consumer waiting on a lock"
+            elif s["fault"] == "disk-full":
+                met = f"{sum(r.get('restarted', 0) for r in mine)} restarts on DiskFull in process"
             elif s["fault"] == "pg-max-connections":
                 met = f"{sum(r.get('connect_refused', 0) for r in mine)} refused first connections, waited for"
             else:
@@ -698,6 +715,11 @@ def faults_more_section() -> str:
             f"From `results/faults-more.json`: {provenance(doc)}.")
     if idle:
         text += f" The idle-timeout rows from `results/faults-more-idle-tx.json`: {provenance(idle)}."
+    for name, other in (("faults-more-offsets.json", offsets), ("faults-more-offsets-forgotten.json", forgotten)):
+        if other:
+            text += (f" The offsets-expired rows from `results/{name}`, on a stack of their own whose broker keeps an "
+                     f"empty group's offsets {other['config'].get('offsets_retention_minutes', 1)} minute: "
+                     f"{provenance(other)}.")
     return text + "\n"
 
 

@@ -347,7 +347,10 @@ def main(args) -> int:
               " here): start a broker with a short one (docs/faults-more.md), or pass --delete-group",
               file=sys.stderr)
         return 2
-    config = results.config_of(args, "fault", "variant", "out", "force")
+    # what the broker under test keeps, recorded with the runs it made
+    kept = ({"offsets_retention_minutes": nemesis.offsets_retention_minutes()}
+            if args.fault == "offsets-expired" and not args.delete_group else {})
+    config = results.config_of(args, "fault", "variant", "out", "force", **kept)
     results.drive("measure_faults_more", args.out, config,
                   [{"fault": args.fault, "variant": v} for v in args.variant],
                   run_once, summarise, table, verdict_line, args.force, rotate=True)

@@ -47,9 +47,9 @@ def services(postgres, kafka):
 
 @pytest.fixture(autouse=True)
 def _root_for_root_tests(request):
-    """A `root` test builds network namespaces: without root it fails, saying so (it is never skipped)."""
+    """A `root` test builds network namespaces or mounts a tmpfs: without root it fails, saying so (never skipped)."""
     if request.node.get_closest_marker("root") and os.geteuid() != 0:
-        pytest.fail("this test needs root (ip netns); run the suite as root, as CI does")
+        pytest.fail("this test needs root (ip netns, mount); run the suite as root, as CI does")
 
 
 @pytest.fixture

@@ -90,6 +90,7 @@ def test_without_the_inbox_a_paused_server_process_and_the_new_owner_both_credit
     assert record["duplicates"] >= 1 and record["lost"] == 0, record
 
 
+@pytest.mark.root  # mounts a tmpfs
 @pytest.mark.parametrize("variant", ["c", "d", "p"])
 def test_a_full_disk_stops_the_credits_and_loses_nothing_once_it_has_room(variant):
     record = run("disk-full", variant)
@@ -99,6 +100,7 @@ def test_a_full_disk_stops_the_credits_and_loses_nothing_once_it_has_room(varian
     assert (record["duplicates"], record["lost"], record["unexpected"]) == (0, 0, 0), record
 
 
+@pytest.mark.root  # mounts a tmpfs
 def test_with_auto_commit_a_full_disk_loses_the_rest_of_the_poll():
     # a2 stops on the error mid-batch; close() commits the offsets of the whole poll
     record = run("disk-full", "a2")
