@@ -116,14 +116,16 @@ measure: up
 report: setup
 	$(PY) -m lab.report
 
-# Two workers (pytest-xdist), since most tests wait on consumers rather than compute; a group
+# Three workers (pytest-xdist) on two cores, since most tests wait on consumers, pauses and
+# timeouts rather than compute (the suite's CPU time is a fraction of its wall time); a group
 # that shares state (xdist_group) stays in one worker; the tests that restart a service every
 # test shares (marked serial) run alone, after. Plain `pytest` runs them all, one at a time.
-# The tests marked root (pytest -m root: the partition faults and the namespace relay) build
-# network namespaces with `ip netns`; without root they fail, and this says so before they start.
+# The tests marked root (pytest -m root: the partition faults, the namespace relay, a small disk)
+# build network namespaces with `ip netns` or mount a tmpfs; without root they fail, and this
+# says so before they start.
 test: up
 	@[ "$$(id -u)" = 0 ] || echo "make test: the $$($(PY) -m pytest -m root --collect-only -q 2>/dev/null | tail -1 | cut -d/ -f1) tests marked root (network partitions, a small disk: ip netns, mount) need root and will fail as $$(id -un)" >&2
-	$(PY) -m pytest -n 2 --dist loadgroup -m "not serial"
+	$(PY) -m pytest -n 3 --dist loadgroup -m "not serial"
 	$(PY) -m pytest -m serial
 
 # M9's frameworks on the real services, in their own environments (FastStream; Quix in .venv-quix).

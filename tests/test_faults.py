@@ -1,5 +1,7 @@
-"""One fast case per fault kind, on the real services: the inbox (c) keeps every credit once.
-The restarts go through stack.py, the partitions through netlab (root: ip netns)."""
+"""M6's restarts, one fast case each, on the real services: the inbox (c) keeps every credit once,
+and its control fails on the same schedule. The restarts go through stack.py; they stop the
+services every other test uses, so these run alone (serial). The faults that touch nothing
+but their own run (partitions, a share lock's expiry) are in test_faults_cut.py."""
 import pytest
 
 from measurements import measure_faults
@@ -21,8 +23,10 @@ def config_for(fault: str) -> dict:
     return {**CONFIG, "faults": BROKER_RESTARTS} if fault == "broker-restart" else CONFIG
 
 
-@pytest.mark.parametrize("fault", [pytest.param(f, marks=pytest.mark.root) if f.startswith("partition") else f
-                                   for f in measure_faults.FAULTS])
+RESTARTS = ("pg-restart", "broker-restart")
+
+
+@pytest.mark.parametrize("fault", RESTARTS)
 def test_the_inbox_survives(fault):
     record = measure_faults.run_once(fault, "c", 1, config_for(fault))
     assert record["faults"] == config_for(fault)["faults"] and record["settled"] and record["crashed"] == []
@@ -36,26 +40,6 @@ def test_the_inbox_survives(fault):
                  "share-lock": record["commit_failed"].get("INVALID_RECORD_STATE", 0) * record["skipped"]}
     met = witnesses.get(fault, sum(record["commit_failed"].values()) * record["skipped"])
     assert met >= 1, record
-
-
-@pytest.mark.root
-@pytest.mark.parametrize("fault", ["partition-broker", "partition-db"])
-def test_without_the_inbox_a_partition_zombie_duplicates(fault):
-    # The cut lands while the cut-off consumer stalls inside a handler (2 s on every 50th event
-    # it takes), before that credit is written and its offset committed: that message is then
-    # credited twice, by the zombie once the link heals and by the consumer that took its
-    # partitions. A cut at a random moment (measure_faults' schedule) can instead land just
-    # after an offset commit reached the broker, and make no zombie: it did once in CI.
-    record = measure_faults.run_once(fault, "b", 1, {**CONFIG, "in_handler": 50, "in_handler_s": 2})
-    assert record["faults"] == 1
-    assert record["duplicates"] >= 1, record
-    assert record["lost"] == 0
-
-
-def test_without_the_inbox_a_lock_expiry_duplicates_its_record():
-    record = measure_faults.run_once("share-lock", "b", 1, CONFIG)
-    assert record["faults"] == 1
-    assert (record["duplicates"], record["lost"]) == (1, 0), record
 
 
 def test_without_the_inbox_a_broker_restart_duplicates_the_message_in_hand():

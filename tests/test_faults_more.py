@@ -19,7 +19,8 @@ CONFIG = {"events": 400, "partitions": 6, "work_ms": 10, "faults": 1, "every_s":
 # 50th event's first handling), so that the pause holds the inbox row's lock: by construction.
 # The pause outlasts the session timeout by enough for the other consumer to be given the
 # partition and reach the held row while the paused one still stands.
-PAUSED_IN_A_TRANSACTION = {**CONFIG, "in_handler": 50, "in_handler_s": 1, "pause_s": 9}
+PAUSED_IN_A_TRANSACTION = {**CONFIG, "in_handler": 100, "in_handler_s": 1, "pause_s": 7,
+                           "session_timeout_ms": 2000}
 
 
 def run(fault: str, variant: str, config: dict = CONFIG) -> dict:
@@ -73,7 +74,7 @@ def test_an_idle_in_transaction_timeout_ends_the_paused_transaction_and_loses_no
 
 # pause-postgres: the server process of a consumer stalled inside its transaction is stopped
 # for longer than max.poll.interval.ms, so the consumer, hung in its next statement, leaves the group
-PAUSED_SERVER = {**PAUSED_IN_A_TRANSACTION, "pause_s": 9}
+PAUSED_SERVER = {**PAUSED_IN_A_TRANSACTION, "pause_s": 7, "max_poll_interval_ms": 3000}
 
 
 def test_a_paused_server_process_keeps_its_rows_and_the_new_owner_skips_its_work():
@@ -91,7 +92,7 @@ def test_without_the_inbox_a_paused_server_process_and_the_new_owner_both_credit
 
 
 @pytest.mark.root  # mounts a tmpfs
-@pytest.mark.parametrize("variant", ["c", "d", "p"])
+@pytest.mark.parametrize("variant", ["c", "p"])  # p: once hung on its way out after the error
 def test_a_full_disk_stops_the_credits_and_loses_nothing_once_it_has_room(variant):
     record = run("disk-full", variant)
     # the consumer met DiskFull on its live connection, stopped, and its supervisor (in-process or
@@ -148,7 +149,7 @@ def test_a_consumer_started_while_postgres_refuses_it_waits_and_then_consumes():
     assert (record["duplicates"], record["lost"], record["unexpected"]) == (0, 0, 0), record
 
 
-@pytest.mark.parametrize("variant", ["c", "o"])
+@pytest.mark.parametrize("variant", ["o"])
 def test_a_topic_deleted_and_created_again_is_read_whole(variant):
     # o keyed its offsets by the topic's name and sought the new log to the old one's offsets,
     # skipping its first records (tests/test_offsets.py shows that on the old code); now by its ID
