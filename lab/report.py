@@ -138,18 +138,32 @@ def code_of(runs: list[dict]) -> tuple[str, ...]:
     return (*CONSUMER_AND_HARNESS, *sorted({path for v in named for path in VARIANT_CODE[v]}))
 
 
-def script_code(script: str) -> tuple[str, ...]:
-    """The measurement's script and the measuring modules of the lab it imports."""
-    path = ROOT / script
-    if not path.exists():
-        return (script,)
+def lab_imports(path) -> set[str]:
+    """The lab modules a file imports (`from lab import x`, `from lab.x import ...`)."""
     imported = set()
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.ImportFrom) and node.module == "lab":
             imported |= {alias.name for alias in node.names}
         elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("lab."):
             imported.add(node.module.split(".")[1])
-    return (script, *(f"lab/{name}.py" for name in MEASURING_MODULES if name in imported))
+    return imported
+
+
+def script_code(script: str) -> tuple[str, ...]:
+    """The measurement's script and the measuring modules of the lab it imports, directly or
+    through another lab module (nemesis brings netlab)."""
+    path = ROOT / script
+    if not path.exists():
+        return (script,)
+    seen, todo = set(), lab_imports(path)
+    while todo:
+        name = todo.pop()
+        module = ROOT / "lab" / f"{name}.py"
+        if name in seen or not module.exists():
+            continue
+        seen.add(name)
+        todo |= lab_imports(module) - seen
+    return (script, *(f"lab/{name}.py" for name in MEASURING_MODULES if name in seen))
 
 
 def measured_by(doc: dict) -> str:
