@@ -71,8 +71,10 @@ def test_cpu_per_message_is_a_table_of_its_own_only_when_runs_recorded_it():
 
 def test_a_figure_depends_on_the_measuring_modules_its_script_imports():
     # throughput's figures move with the CPU sampler, not with the nemesis; the kill harness's the other way
-    assert report.script_code("measure_throughput.py") == ("measure_throughput.py", "lab/cpu.py")
+    # (and with the publisher the harness imports: the workload)
+    assert report.script_code("measure_throughput.py") == ("measure_throughput.py", "lab/cpu.py", "lab/publishing.py")
     assert "lab/nemesis.py" in report.script_code("measure_kill.py")
+    assert "lab/netlab.py" in report.script_code("measure_kill.py")  # through the nemesis
     assert "lab/nemesis.py" not in report.code_of([{"variant": "c"}])
 
 
