@@ -720,7 +720,8 @@ def faults_more_section() -> str:
     c = doc["config"]
     text = ("\n".join(rows) + f"\n\nTotals over all runs. Ledger still: the median (min–max) over runs of the "
             "longest time no credit at all was written, between the run's first and last, to within half a "
-            "second (from each run's credit timeline); a consumer waiting on a paused one's lock shows here. "
+            "second (from each run's credit timeline); a consumer waiting on a paused one's lock shows here, and "
+            "so does offsets-expired's wait for the expiry where a replay credits again. "
             "Exits: lives that ended on "
             f"their own and were started again. Each run: {c['events']:,} credits on {c['partitions']} partitions, "
             f"handler sleep {c['work_ms']:g} ms inside the transaction, {c['faults']} faults about "
@@ -1088,6 +1089,19 @@ def claims_section() -> str:
                      "not covered", f"b {b['duplicates']} duplicates in {b['faults']} lost replies; c "
                      f"{c['duplicates']} duplicates, {c['lost']} lost, {c['skipped']} skipped in {c['faults']}",
                      "holds" if c["duplicates"] == c["lost"] == 0 < b["duplicates"] else "differs"])
+    kept, forgot = load("faults-more-offsets.json"), load("faults-more-offsets-forgotten.json")
+    if kept and forgot and "offsets-expired/c" in kept["summary"] and "offsets-expired/c" in forgot["summary"]:
+        whole, half = kept["summary"]["offsets-expired/c"], forgot["summary"]["offsets-expired/c"]
+        forgotten = sum(f["forgotten"] for r in forgot["runs"] if r["variant"] == "c" for f in r["fault_log"])
+        replayed = whole["totals"]["skipped"] == kept["config"]["events"] * whole["runs"]
+        rows.append(["An empty group's expired offsets and `earliest` replay the whole topic, so the inbox must "
+                     "remember as long (7 days by default)", "argued, not run",
+                     f"c, inbox remembering all: {whole['totals']['skipped']:,} of "
+                     f"{kept['config']['events'] * whole['runs']:,} replayed and skipped, "
+                     f"{whole['totals']['duplicates']} duplicates; with {forgotten:,} IDs forgotten first: "
+                     f"{half['totals']['duplicates']:,} duplicates",
+                     "holds" if replayed and whole["totals"]["duplicates"] == 0 and
+                     half["totals"]["duplicates"] == forgotten > 0 else "differs"])
     return markdown_table(["The post's claim", "The post", "This lab, per run", "Verdict"], rows, text_columns=4) + "\n"
 
 
