@@ -393,6 +393,8 @@ def drive(name: str, out, config: dict, plan, run_once, summarise, table, verdic
         finally:
             _progress.close()
             _progress = None
+    if results.runs and not results.document["summary"]:  # resumed with nothing left to run
+        results.document["summary"] = summarise(results.runs)
     results.close(table)
     if committed is not None or post_lines is not None:
         compare({**results.document, "path": str(results.path)}, committed, table, post_lines)

@@ -1,5 +1,6 @@
 """Helpers the Kafka tests share: a consumer in a thread, bounded waits, raw sends and reads."""
 import contextlib
+import json
 import threading
 import uuid
 
@@ -214,3 +215,29 @@ def run_until_drained(run, topic, group, dsn, **options):
         thread.join(30)
     if errors:
         raise errors[0]
+
+
+def credit(event_id, account=1, amount=100):
+    return (b"1", json.dumps({"account_id": account, "amount": amount}).encode(), [("event_id", event_id.encode())])
+
+
+def every_kind_of_poison_is_parked(topic, group, dsn, conn, run=None, **options):
+    # One consumer through every kind in a row (one partition: key b"1" and b"9" alike), then
+    # a good credit: each poison is parked with its reason, source, key, value and headers.
+    conn.execute("UPDATE accounts SET balance = 9223372036854775797 WHERE id = %s", (FULL_ACCOUNT,))
+    send(topic, [poison for poison, _ in POISON.values()] + [credit("good-1")])
+    with consuming(topic, group, dsn, run, **options):
+        drained(group, topic)
+    parked = {int(dict(m.headers())["dlq_source"].decode().rsplit("/", 1)[1]): m
+              for m in read_all(topic + ".dlq", len(POISON))}
+    assert sorted(parked) == list(range(len(POISON)))
+    for offset, (kind, (poison, reason)) in enumerate(POISON.items()):
+        message, headers = parked[offset], dict(parked[offset].headers())
+        assert reason in headers["dlq_reason"].decode(), kind
+        assert headers["dlq_source"] == f"{topic}/0/{offset}".encode(), kind
+        assert (message.key(), message.value()) == poison[:2], kind
+        assert [h for h in message.headers() if not h[0].startswith("dlq_")] == poison[2], kind
+    # The good message after them was applied; the poison left no trace in the database.
+    assert conn.execute("SELECT event_id, amount FROM ledger").fetchall() == [("good-1", 100)]
+    assert conn.execute("SELECT message_id FROM processed_messages").fetchall() == [("good-1",)]
+    assert conn.execute("SELECT balance FROM accounts WHERE id = %s", (FULL_ACCOUNT,)).fetchone()[0] == 2**63 - 11

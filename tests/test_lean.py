@@ -1,0 +1,97 @@
+"""p-lean (variants/consume_lean.py) against a real PostgreSQL and Kafka: the fast decoder
+gives consume.py's verdict on everything, the leaner statement keeps p's contract, the
+ledger without its foreign key still refuses unknown accounts and credited deletions."""
+import json
+
+import hypothesis
+import psycopg
+import pytest
+from helpers import POISON, every_kind_of_poison_is_parked, hostile_batch_is_handled
+from hypothesis import strategies as st
+
+import consume
+from variants import consume_lean, consume_pipelined
+from variants.consume_lean import claim_and_credit, decode_fast
+
+
+def credits(ids, account=1, amount=10) -> dict:
+    return {i: {"account_id": account, "amount": amount} for i in ids}
+
+
+def verdict(decode, value):
+    """What a decoder makes of a value: the credit's two fields, or the poison's reason."""
+    try:
+        event = decode(value)
+    except consume.PoisonMessage as e:
+        return ("poison", e.reason)
+    return (event["account_id"], event["amount"])
+
+
+@pytest.mark.parametrize("kind", list(POISON))
+def test_the_fast_decoder_gives_every_poison_consume_pys_reason(kind):
+    value = POISON[kind][0][1]
+    assert verdict(decode_fast, value) == verdict(consume.parse_event, value)
+
+
+@pytest.mark.parametrize("value", [
+    b'{"account_id": 1, "amount": 5, "amount": 7}',  # a repeated key: the last one, as json has it
+    b'\xef\xbb\xbf{"account_id": 1, "amount": 5}',  # a byte-order mark msgspec refuses and json takes
+    b' {"account_id": 3, "amount": 9007199254740992, "note": [1, {"x": null}]} ',
+    b'{"account_id": 2147483648, "amount": 5}', b'{"account_id": 1, "amount": 5.0}', b'{"account_id": 1}',
+    b'{"account_id": 1, "amount": NaN}', b'{"account_id": 1, "amount": 1e2}', b"null",
+])
+def test_the_fast_decoder_agrees_with_consume_py_at_the_edges(value):
+    assert verdict(decode_fast, value) == verdict(consume.parse_event, value)
+
+
+JSON_VALUES = st.recursive(st.none() | st.booleans() | st.integers(-2**70, 2**70) | st.floats() | st.text(max_size=8),
+                           lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner,
+                                                                                       max_size=3), max_leaves=8)
+FIELD = st.one_of(st.integers(-5, 2**63), st.sampled_from([0, 1, 2**31 - 1, 2**31, 2**53, 2**53 + 1]), JSON_VALUES)
+
+
+@hypothesis.settings(max_examples=300, derandomize=True, deadline=None)
+@hypothesis.given(st.dictionaries(st.sampled_from(["account_id", "amount", "seq", "x"]), FIELD, max_size=4)
+                  | JSON_VALUES, st.binary(max_size=4))
+def test_the_fast_decoder_agrees_with_consume_py_on_any_json(document, tail):
+    value = json.dumps(document).encode()
+    assert verdict(decode_fast, value) == verdict(consume.parse_event, value)
+    assert verdict(decode_fast, value + tail) == verdict(consume.parse_event, value + tail)
+
+
+def test_the_statement_reports_unknown_accounts_and_applies_only_what_is_new(conn):
+    events = {**credits(["e1", "e2"]), "e4": {"account_id": 4242, "amount": 5}}
+    assert claim_and_credit(conn, events) == ({"e1", "e2"}, {"e4"})
+    applied, unknown = claim_and_credit(conn, {**credits(["e2", "e3"]), "e4": {"account_id": 4242, "amount": 5}})
+    assert (applied, unknown) == ({"e3"}, {"e4"})
+    rows = conn.execute("SELECT event_id, count(*) FROM ledger GROUP BY event_id ORDER BY 1").fetchall()
+    assert rows == [("e1", 1), ("e2", 1), ("e3", 1)]
+    assert conn.execute("SELECT balance FROM accounts WHERE id = 1").fetchone()[0] == 30
+
+
+def without_foreign_key(conn) -> None:
+    conn.execute(consume_lean.LEDGER_WITHOUT_FOREIGN_KEY)
+    assert conn.execute("SELECT count(*) FROM pg_constraint WHERE conrelid = 'ledger'::regclass "
+                        "AND contype = 'f'").fetchone()[0] == 0
+
+
+def test_every_kind_of_poison_is_parked_with_p_s_reasons(topic, group, dsn, conn):
+    without_foreign_key(conn)
+    every_kind_of_poison_is_parked(topic, group, dsn, conn, consume_lean.run_lean, batch=10)
+    assert consume_pipelined.claim_and_credit is not claim_and_credit, "p's own statement is back after the run"
+
+
+@pytest.mark.parametrize("connections", [1, 2])
+def test_a_hostile_batch_parks_each_bad_copy_alone_on_a_ledger_without_its_key(connections, topic, group, dsn, conn):
+    without_foreign_key(conn)
+    hostile_batch_is_handled(consume_lean.run_lean, topic, group, dsn, conn, batch=10, connections=connections)
+
+
+def test_the_trigger_keeps_the_foreign_keys_other_job(conn):
+    """Without the key, an account with ledger rows still cannot be deleted; one without can."""
+    without_foreign_key(conn)
+    claim_and_credit(conn, credits(["e1"], account=1))
+    with pytest.raises(psycopg.errors.ForeignKeyViolation, match="account 1 has ledger rows"):
+        conn.execute("DELETE FROM accounts WHERE id = 1")
+    conn.execute("DELETE FROM accounts WHERE id = 3")
+    assert conn.execute("SELECT count(*) FROM accounts WHERE id IN (1, 3)").fetchone()[0] == 1
