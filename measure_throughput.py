@@ -41,13 +41,14 @@ import psycopg
 from lab import cli, cpu, harness, more_variants, results, stack
 
 # p@N, db@N, db-d@N: N connections at once
-VARIANTS = ("a1", "a2", "b", "c", "d", "k", "o", "p", "p-lean", "raw", "db", "db-d",
+VARIANTS = ("a1", "a2", "b", "c", "d", "k", "o", "p", "p-lean-py", "p-lean-sql", "p-lean", "raw", "db", "db-d",
             *(f"{v}@{n}" for v in ("p", "p-lean", "db", "db-d") for n in (1, 2, 3)), *more_variants.FRAMEWORKS)
 SELF_TIMED = ("raw", "db", "db-d")  # no ledger to time: the worker times itself and reports
 CONSUMER_ROLE = "inbox_consumer"  # its backends are the ones serving the worker (lab/roles.sql)
 # top/bottom pairs reported; a pair is skipped when either side was not run.
 RATIOS = (("c", "b"), ("b", "a1"), ("c", "a1"), ("a2", "a1"), ("d", "c"), ("d", "raw"), ("c", "raw"),
-          ("o", "c"), ("p-lean", "p"), ("p-lean@2", "p@2"),
+          ("o", "c"), ("p-lean-py", "p"), ("p-lean-sql", "p-lean-py"), ("p-lean", "p-lean-sql"), ("p-lean", "p"),
+          ("p-lean@2", "p@2"),
           *((p, bottom) for p in ("p", "p@1", "p@2", "p@3") for bottom in ("d", "db", "raw")),
           *((f"p@{n}", f"db@{n}") for n in (1, 2, 3)), ("db@2", "db@1"), ("p@2", "p@1"),
           ("d", "db-d"), ("db", "db-d"),

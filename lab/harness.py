@@ -678,7 +678,7 @@ WORKER_FLAGS = {
     "group_protocol": ("--group-protocol", None),
     "slow_every": ("--slow-every", None),
     "slow_seconds": ("--slow-seconds", None),
-    "batch": ("--batch", {"d", "p", "p-lean", "raw", "db", "db-d"}),
+    "batch": ("--batch", {"d", "p", "p-lean-py", "p-lean-sql", "p-lean", "raw", "db", "db-d"}),
     "lanes": ("--lanes", {"k"}),
     "connections": ("--connections", {"p", "p-lean", "db", "db-d"}),
     "every": ("--every", {"e", "f"}),

@@ -28,7 +28,8 @@ VARIANTS: dict[str, tuple[str, str | None]] = {
     **{v: ("variants.consume_faststream", None) for v in ("fs-default", "fs-ack", "fs-inbox")},
     **{v: ("variants.consume_quix", ".venv-quix") for v in ("qx-eos", "qx-eos-keyed")},
     **{v: ("variants.shortcuts", None) for v in ("upsert", "versioned", "offset-dedup")},
-    "p-lean": ("variants.consume_lean", None),  # #31: p at a lower CPU cost, measured beside p
+    # #31: p at a lower CPU cost, measured beside p, step by step (consume_lean.STEPS)
+    **{v: ("variants.consume_lean", None) for v in ("p-lean-py", "p-lean-sql", "p-lean")},
 }
 
 

@@ -163,16 +163,25 @@ def claim_and_credit(conn, events: dict, consumer: str = consume_pipelined.CONSU
     return set(ids).difference(i for i, _ in rows), unknown
 
 
+# The steps, each measured against the one before (measure_throughput.py --variants
+# p,p-lean-py,p-lean-sql,p-lean): what each swaps in. p-lean also runs on the ledger without
+# its foreign key (lab/more_variants.SETUP); the steps before it keep the key.
+STEPS = {"p-lean-py": ("decoding",), "p-lean-sql": ("decoding", "statement"), "p-lean": ("decoding", "statement")}
+
+
 @contextlib.contextmanager
-def swapped():
+def swapped(parts=("decoding", "statement")):
     """p's decoding and statement swapped for these while the block runs. The swap is of
     module globals, so nothing else may run p in this process meanwhile: a worker runs one
     variant, and a test one consumer at a time. (Kept apart from p until it pays, so that p's
     own figures stay measured by the code the repository holds; then it folds into p.)"""
     saved = consume_pipelined.Batch, consume_pipelined.claim_and_credit, gc.get_threshold()
-    consume_pipelined.Batch, consume_pipelined.claim_and_credit = Batch, claim_and_credit
-    gc.freeze()  # what the process built to get here (modules, clients) is never scanned again
-    gc.set_threshold(*GC_THRESHOLDS)
+    if "decoding" in parts:
+        consume_pipelined.Batch = Batch
+        gc.freeze()  # what the process built to get here (modules, clients) is never scanned again
+        gc.set_threshold(*GC_THRESHOLDS)
+    if "statement" in parts:
+        consume_pipelined.claim_and_credit = claim_and_credit
     try:
         yield
     finally:
@@ -181,9 +190,9 @@ def swapped():
         gc.unfreeze()
 
 
-def run_lean(topic: str, group: str, **options) -> None:
+def run_lean(topic: str, group: str, parts=("decoding", "statement"), **options) -> None:
     """consume_pipelined.run_pipelined with the swaps: the same options, the same contract."""
-    with swapped():
+    with swapped(parts):
         consume_pipelined.run_pipelined(topic, group, **options)
 
 
@@ -204,7 +213,7 @@ def run_worker(args, stop: threading.Event, *, apply, after_db_commit, overrides
             for msg in messages:
                 after_db_commit(msg, "applied")
 
-    run_lean(args.topic, args.group, batch=args.batch, connections=args.connections,
+    run_lean(args.topic, args.group, STEPS[args.variant], batch=args.batch, connections=args.connections,
              work=work, stop=stop, after_db_commit=after_statement, **overrides)
 
 
