@@ -102,6 +102,8 @@ measure: up
 	$(PY) measure_throughput.py $(FORCE) --variants c,d,p,fs-ack,fs-inbox,qx-eos-keyed --runs 5 --events 20000 \
 	  --events-of d=100000,p=100000,qx-eos-keyed=100000 --out results/throughput-frameworks.json
 	$(PY) -m measurements.measure_async_commit $(FORCE) --runs 5
+	$(PY) measure_throughput.py $(FORCE) --variants p,p-lean-py,p-lean-sql,p-lean,p@2,p-lean@2 --runs 5 --events 200000 \
+	  --out results/throughput-lean.json
 	$(PY) -m measurements.measure_faults_more $(FORCE) --fault lost-commit-reply --variant b,c,d,p,o,a2 --runs 5 --events 2000
 	for f in pause-postgres pause-consumer topic-recreated pg-max-connections; do $(PY) -m measurements.measure_faults_more \
 	  --fault $$f --variant b,c,d,p,o --runs 5 --events 2000 || exit 1; done

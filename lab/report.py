@@ -33,6 +33,9 @@ VARIANT_NAMES = {
     "f": "f: Kafka's exactly-once loop, credit through the inbox",
     "o": "o: the inbox, with the offset in its transaction",
     "p": "p: pipelined batched inbox, one statement per batch",
+    "p-lean-py": "p-lean-py: p, decoding by msgspec, fewer cycle collections",
+    "p-lean-sql": "p-lean-sql: and the join once, rows back only for what was not applied",
+    "p-lean": "p-lean: and the ledger without its foreign key",
     "db": "db: p's statement alone, batches built in memory",
     "db-d": "db-d: d's statements alone, batches built in memory",
     "offset-dedup": "offset-dedup: the inbox keyed on topic, partition and offset",
@@ -282,7 +285,7 @@ def cpu_table(doc: dict) -> str:
     variants = {name: s for name, s in doc["summary"]["variants"].items() if "cpu_us_per_msg" in s}
     if not variants:
         return ""
-    rows = [[VARIANT_NAMES.get(name, name), s["runs"],
+    rows = [[named(name), s["runs"],
              *(f"{s['cpu_us_per_msg'][kind]['median']:,.1f}" for kind in CPU_KINDS),
              spread(s["cpu_us_per_msg"]["total"], 1), f"{s['consumer_peak_rss_mib']['median']:,.0f}"]
             for name, s in variants.items()]
@@ -308,13 +311,15 @@ REBALANCE_SETS = [(f"rebalance-{v}-{p}.json", p) for v in ("b", "c", "d", "k", "
     (f"rebalance-{v}-consumer-stall20.json", "consumer") for v in ("b", "c")]
 
 
+def named(name: str) -> str:
+    """A measure_throughput run name as the tables print it: p@2 is p on 2 connections."""
+    variant, _, connections = name.partition("@")
+    return VARIANT_NAMES.get(variant, variant) + (f", {connections} connections" if connections else "")
+
+
 def throughput_tables(doc: dict) -> str:
     """A measure_throughput invocation: msgs/s per variant, then its paired ratios."""
     stats, ratios = doc["summary"]["variants"], doc["summary"]["ratios"]
-
-    def named(name):
-        variant, _, connections = name.partition("@")
-        return VARIANT_NAMES.get(variant, variant) + (f", {connections} connections" if connections else "")
 
     text = markdown_table(["Variant", "Runs", "msgs/s, median (min–max)"],
                           [[named(name), s["runs"], spread(s["msgs_per_s"], 1)] for name, s in stats.items()])
@@ -521,6 +526,39 @@ def frameworks_throughput_section() -> str:
             "row here, sees its writes and not its reading: qx-eos-keyed's msgs/s and CPU window cover its sink's "
             "writes only, and are not comparable with the others'. From `results/throughput-frameworks.json`: "
             f"{provenance(doc)}.\n")
+
+
+TARGET_CUT = 0.30  # issue #31: p's CPU per message at least 30% lower
+
+
+def lean_section() -> str:
+    """#31: p's CPU per message cut step by step, each step beside the one before in one
+    invocation (throughput-lean.json, variants/consume_lean.py)."""
+    doc = need("throughput-lean.json", "python measure_throughput.py --variants "
+                                       "p,p-lean-py,p-lean-sql,p-lean,p@2,p-lean@2 --runs 5 --events 200000 "
+                                       "--out results/throughput-lean.json")
+    c, stats = doc["config"], doc["summary"]["variants"]
+    by_run = {(r["variant"], r["run"]): r["cpu_us_per_msg"]["total"] for r in doc["runs"] if r.get("cpu_us_per_msg")}
+    lines = []
+    for lean, base in (("p-lean", "p"), ("p-lean@2", "p@2")):
+        paired = [1 - by_run[lean, run] / by_run[base, run] for v, run in by_run if v == lean and (base, run) in by_run]
+        if paired and lean in stats and base in stats:
+            cut = {"median": statistics.median(paired), "min": min(paired), "max": max(paired)}
+            before, after = (stats[v]["cpu_us_per_msg"]["total"]["median"] for v in (base, lean))
+            verdict = {(True, True): "both", (True, False): "the paired median only",
+                       (False, True): "the medians only", (False, False): "neither"}[
+                (cut["median"] >= TARGET_CUT, 1 - after / before >= TARGET_CUT)]
+            lines.append(f"- {lean} against {base}: CPU per message, all processes, {before:.1f} → {after:.1f} µs "
+                         f"(medians over the runs: {1 - after / before:.0%} less); paired run by run, the cut's "
+                         f"median is {cut['median']:.0%} ({cut['min']:.0%}–{cut['max']:.0%}); the issue's "
+                         f"{TARGET_CUT:.0%} is reached by {verdict}; "
+                         f"msgs/s ×{doc['summary']['ratios'][f'{lean}/{base}']['median']:.2f} "
+                         f"({doc['summary']['ratios'][f'{lean}/{base}']['min']:.2f}–"
+                         f"{doc['summary']['ratios'][f'{lean}/{base}']['max']:.2f}).")
+    return (cpu_table(doc) + "\n".join(lines) + "\n\n" + throughput_tables(doc)
+            + f"\n\n{c['runs']} runs of {c['events']:,} credits per variant on {c['partitions']} partitions, "
+            f"batches of {c['batch']}, no handler sleep, interleaved run by run in one invocation. From "
+            f"`results/throughput-lean.json`: {provenance(doc)}.\n")
 
 
 def retention_section() -> str:
@@ -1214,7 +1252,8 @@ SECTIONS = {"claims": claims_section, "try": try_section, "reconnect": reconnect
             "pipelined": pipelined_section, "latency": latency_section, "growth": growth_section,
             "consumers": consumers_section, "frameworks": frameworks_section,
             "retention": retention_section, "faults-more": faults_more_section,
-            "async-commit": async_commit_section, "frameworks-throughput": frameworks_throughput_section}
+            "async-commit": async_commit_section, "frameworks-throughput": frameworks_throughput_section,
+            "lean": lean_section}
 DOCUMENTS = [README, *sorted((ROOT / "docs").glob("*.md"))]  # every file that may hold report markers
 
 
