@@ -2,15 +2,16 @@
 gives consume.py's verdict on everything, the leaner statement keeps p's contract, the
 ledger without its foreign key still refuses unknown accounts and credited deletions."""
 import json
+import threading
 
 import hypothesis
 import psycopg
 import pytest
-from helpers import POISON, every_kind_of_poison_is_parked, hostile_batch_is_handled
+from helpers import POISON, every_kind_of_poison_is_parked, hostile_batch_is_handled, run_threads
 from hypothesis import strategies as st
 
 import consume
-from variants import consume_lean, consume_pipelined
+from variants import consume_batched, consume_lean, consume_pipelined
 from variants.consume_lean import claim_and_credit, decode_fast
 
 
@@ -95,3 +96,36 @@ def test_the_trigger_keeps_the_foreign_keys_other_job(conn):
         conn.execute("DELETE FROM accounts WHERE id = 1")
     conn.execute("DELETE FROM accounts WHERE id = 3")
     assert conn.execute("SELECT count(*) FROM accounts WHERE id IN (1, 3)").fetchone()[0] == 1
+
+
+def test_the_lab_s_stall_picks_the_same_events_from_a_credit_as_from_p_s_dict():
+    """worker.Stall reads event.get("seq", 0): p-lean's Credit must answer as parse_event's dict does."""
+    for value in (b'{"account_id": 1, "amount": 5, "seq": 40}', b'{"account_id": 1, "amount": 5}',
+                  b'{"account_id": 1, "amount": 5, "seq": "40"}'):
+        assert decode_fast(value).get("seq", 0) == consume.parse_event(value).get("seq", 0)
+
+
+def test_p_lean_beside_p_and_d_never_deadlocks(dsn, conn):
+    """Unsynchronised batches over the same IDs and accounts, in opposite orders, from p-lean,
+    p and d on a ledger without its key: a lock order that differed would deadlock."""
+    without_foreign_key(conn)
+    errors = []
+
+    def hammer(statement, ids):
+        def run():
+            with psycopg.connect(dsn, autocommit=True) as c:
+                for round_ in range(15):
+                    try:
+                        statement(c, {f"r{round_}-{i}": {"account_id": i % 7 + 1, "amount": 1} for i in ids})
+                    except psycopg.Error as e:
+                        errors.append(e)
+        return threading.Thread(target=run)
+
+    def as_d(c, events):
+        consume_batched.handle_batch(c, list(events.items()))
+
+    run_threads([hammer(claim_and_credit, range(100)), hammer(claim_and_credit, range(99, -1, -1)),
+                 hammer(consume_pipelined.claim_and_credit, range(50, 150)), hammer(as_d, range(149, 49, -1))])
+    assert errors == []
+    assert conn.execute("SELECT count(*), count(DISTINCT event_id) FROM ledger").fetchone() == (2250, 2250)
+    assert conn.execute("SELECT sum(balance) FROM accounts").fetchone()[0] == 2250

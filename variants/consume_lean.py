@@ -23,8 +23,8 @@ module swaps parts of p while it runs (swapped()):
   every credit. A credit to an unknown account still goes to the DLQ (the statement never
   claims it), and p-lean is as safe on a ledger that keeps its key, only slower.
 
-Assumptions: consume_pipelined.py's; the events carry only account_id and amount that
-matter (other fields are not kept, so the lab's --slow-every stall never fires here).
+Assumptions: consume_pipelined.py's; of an event's fields only account_id and amount
+matter (and the lab's seq, for its stall); the others are not kept.
 
     python -m variants.consume_lean --batch 500
 """
@@ -90,6 +90,10 @@ class Credit(msgspec.Struct, frozen=True):
     """A credit as consume.parse_event accepts it; read like p's dict (event["amount"])."""
     account_id: Annotated[int, msgspec.Meta(ge=1, le=2**31 - 1)]
     amount: Annotated[int, msgspec.Meta(ge=1, le=2**53)]
+    # Not the credit's: the lab's publishers number their events, and M2's stall picks every
+    # N-th by it, as it does from p's dict (a missing seq reads as 0 in both). A seq that is
+    # not an integer sends the message down consume.py's path, which does not look at it.
+    seq: int = 0
 
     def __getitem__(self, name: str) -> int:
         return getattr(self, name)
