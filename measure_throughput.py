@@ -102,10 +102,12 @@ def label(variant: str, batch: int | None) -> str:
     return f"{variant}@{batch}" if batch is not None else variant
 
 
-def run_once(variant: str, run: int, config: dict, id_type: str = "seq", inbox_rows: int | None = None) -> dict:
+def run_once(variant: str, run: int, config: dict, id_type: str = "seq", inbox_rows: int | None = None,
+             accounts: int | None = None) -> dict:
     """One worker reads `config["events"]` credits; `variant` may be a sweep's d@N (N a batch),
     k@N (N lanes) or p@N (N connections), and end in :N, N workers in one group (--consumers).
-    `inbox_rows` (not None): the run's inbox already remembers that many `id_type` IDs."""
+    `inbox_rows` (not None): the run's inbox already remembers that many `id_type` IDs.
+    `accounts` (not None): the credits spread over that many accounts, not the lab's 100."""
     name = variant
     variant, _, consumers = name.partition(":")
     consumers = int(consumers or 1)
@@ -124,10 +126,12 @@ def run_once(variant: str, run: int, config: dict, id_type: str = "seq", inbox_r
         args += ("--expect", events_count)
     # Generous: 20 msgs/s would be a tenth of the slowest variant seen here.
     deadline = max(120.0, events_count / 20)
-    events = harness.make_events(events_count, prefix=f"r{run}", seed=run, id_type=id_type)
-    file_name = name.replace("@", "-").replace(":", "-x")
+    events = harness.make_events(events_count, prefix=f"r{run}", seed=run, id_type=id_type,
+                                 accounts=accounts or harness.ACCOUNTS)
+    file_name = name.replace("@", "-").replace(":", "-x") + (f"-a{accounts}" if accounts else "")
     with contextlib.ExitStack() as stack:
-        space = stack.enter_context(harness.run_space("m3", f"{file_name}-r{run}", config["partitions"]))
+        space = stack.enter_context(harness.run_space("m3", f"{file_name}-r{run}", config["partitions"],
+                                                      accounts=accounts or harness.ACCOUNTS))
         held = stack.enter_context(harness.kept_inbox(space, id_type)) if inbox_rows else 0
         settle_first = bool(config.get("consumers"))
         if variant not in ("db", "db-d") and not settle_first:  # these read nothing from Kafka
@@ -174,11 +178,13 @@ def run_once(variant: str, run: int, config: dict, id_type: str = "seq", inbox_r
             record["id_type"] = id_type
         if inbox_rows is not None:
             record.update({"inbox_rows": inbox_rows, "inbox_rows_held": held})
-        if variant in ("d", "p", *SELF_TIMED):
+        if accounts is not None:
+            record["accounts"] = accounts
+        if variant in ("d", "p", "p-lean-py", "p-lean-sql", "p-lean", *SELF_TIMED):
             record["batch"] = batch
         if variant == "k":
             record["lanes"] = lanes
-        if variant in ("p", "db", "db-d"):
+        if variant in ("p", "p-lean", "db", "db-d"):
             record["connections"] = connections
         if variant in SELF_TIMED:
             record.update({k: report.get(k) for k in ("msgs_per_s", "first_to_last_s", "gap_p50_ms", "gap_p99_ms")})
@@ -218,9 +224,35 @@ def summarise_growth(runs: list[dict]) -> dict:
     return {"growth": growth}
 
 
+ACCOUNTS_SUFFIX = " accounts"
+
+
 def case_name(r: dict) -> str:
-    """A run's row in the summary: its variant, and its ID type if not the lab's own (d/uuid-v7)."""
-    return f"{r['variant']}/{r['id_type']}" if r.get("id_type") else r["variant"]
+    """A run's row in the summary: its variant, its ID type if not the lab's own (d/uuid-v7),
+    and its accounts in an --accounts sweep (p@2, 10,000 accounts)."""
+    name = f"{r['variant']}/{r['id_type']}" if r.get("id_type") else r["variant"]
+    return f"{name}, {r['accounts']:,}{ACCOUNTS_SUFFIX}" if r.get("accounts") else name
+
+
+def sweep_ratios(names: list[str]) -> list[tuple[str, str]]:
+    """The ratios a sweep adds: each consumer count against one consumer of the same variant
+    (d:3/d:1), and each account count against the sweep's smallest (p, 10,000 accounts / p,
+    100 accounts), both at the same everything else."""
+    def split(name):
+        base, _, accounts = name.partition(", ")
+        return base, accounts
+
+    fewest = min((split(n)[1] for n in names if split(n)[1]), default="",
+                 key=lambda a: int(a.removesuffix(ACCOUNTS_SUFFIX).replace(",", "")))
+    pairs = []
+    for name in names:
+        base, accounts = split(name)
+        tail = f", {accounts}" if accounts else ""
+        if ":" in base and not base.endswith(":1"):
+            pairs.append((name, base.partition(":")[0] + ":1" + tail))
+        if accounts and accounts != fewest:
+            pairs.append((name, f"{base}, {fewest}"))
+    return pairs
 
 
 def cpu_summary(mine: list[dict]) -> dict:
@@ -242,9 +274,7 @@ def summarise(runs: list[dict]) -> dict:
                       **cpu_summary([r for r in runs if case_name(r) == name])}
                for name in names}
     ratios = {}
-    # A consumer sweep: each count against one consumer of the same variant (d:3/d:1).
-    scaled = [(name, name.partition(":")[0] + ":1") for name in names if ":" in name and not name.endswith(":1")]
-    for top, bottom in (*RATIOS, *scaled):
+    for top, bottom in (*RATIOS, *sweep_ratios(names)):
         # Paired within a run: both measured minutes apart under the same machine load.
         paired = [a["msgs_per_s"] / b["msgs_per_s"] for a in runs for b in runs
                   if case_name(a) == top and case_name(b) == bottom and a["run"] == b["run"]]
@@ -303,6 +333,9 @@ def parse_args(argv=None):
     parser.add_argument("--id-type", type=cli.names_of(harness.ID_TYPES), default=["seq"],
                         help=f"the events' IDs, one or more of {', '.join(harness.ID_TYPES)} "
                              "(with --inbox-rows: text, uuid-v7)")
+    parser.add_argument("--accounts", type=cli.sizes, metavar="N,N,...",
+                        help="run each variant once per count of accounts the credits spread over (default: "
+                             f"the lab's {harness.ACCOUNTS}, where every batch of 500 shares most of its accounts)")
     parser.add_argument("--events-of", type=cli.per_name, default={}, metavar="VARIANT=N,...",
                         help="another --events for some variants (c is ~30x slower than d)")
     args = parser.parse_args(argv)
@@ -314,6 +347,10 @@ def parse_args(argv=None):
         parser.error(f"--events-of names no variant: {', '.join(sorted(unknown))}")
     if args.consumers and set(args.variants) & set(SELF_TIMED):
         parser.error(f"--consumers times the ledger; {', '.join(SELF_TIMED)} have none")
+    if args.accounts and (set(args.variants) & {v for v in VARIANTS if v.partition("@")[0] in SELF_TIMED}
+                          or args.inbox_rows is not None):
+        parser.error(f"--accounts takes no --inbox-rows, and none of {', '.join(SELF_TIMED)} (they build their "
+                     f"credits for {harness.ACCOUNTS} accounts)")
     if args.runs < 1 or args.events < 2 or args.partitions < 1 or args.batch < 1:
         parser.error("need --runs >= 1, --events >= 2, --partitions >= 1 and --batch >= 1")
     args.committed = results.reader_paths(args, "throughput-batch.json" if args.sweep_batch else
@@ -355,6 +392,9 @@ def main(args) -> int:
         config["batch"] = args.batch
     if args.consumers:
         config["consumers"] = args.consumers
+    if args.accounts:
+        config["accounts"] = args.accounts
+        plan = [{**fields, "accounts": n} for fields in plan for n in args.accounts]
     results.drive("measure_throughput", args.out, config, plan, run_once,
                   summarise, table, verdict_line, args.force, rotate=True, outer=outer,
                   committed=args.committed, post_lines=post_lines)

@@ -143,3 +143,20 @@ def test_id_types_without_an_inbox_size_are_rows_of_their_own():
     runs = [{"variant": "d", "id_type": "text", "run": 1, "msgs_per_s": 100.0},
             {"variant": "d", "id_type": "uuid-v7", "run": 1, "msgs_per_s": 150.0}]
     assert list(measure_throughput.summarise(runs)["variants"]) == ["d/text", "d/uuid-v7"]
+
+
+def test_an_accounts_sweep_pairs_each_count_with_the_fewest_at_the_same_consumers():
+    runs = [{"variant": v, "run": 1, "msgs_per_s": rate, "accounts": n}
+            for v, n, rate in (("p:1", 100, 100.0), ("p:2", 100, 150.0), ("p:1", 10000, 120.0), ("p:2", 10000, 240.0))]
+    ratios = measure_throughput.summarise(runs)["ratios"]
+    assert ratios == {
+        "p:2, 100 accounts/p:1, 100 accounts": {"median": 1.5, "min": 1.5, "max": 1.5},
+        "p:1, 10,000 accounts/p:1, 100 accounts": {"median": 1.2, "min": 1.2, "max": 1.2},
+        "p:2, 10,000 accounts/p:1, 10,000 accounts": {"median": 2.0, "min": 2.0, "max": 2.0},
+        "p:2, 10,000 accounts/p:2, 100 accounts": {"median": 1.6, "min": 1.6, "max": 1.6}}
+
+
+def test_accounts_refuse_the_self_timed_ceilings_in_one_line(capsys):
+    with pytest.raises(SystemExit):
+        measure_throughput.parse_args(["--variants", "p,db@2", "--accounts", "100,10000"])
+    assert "--accounts takes no --inbox-rows, and none of raw, db, db-d" in capsys.readouterr().err
