@@ -104,6 +104,10 @@ measure: up
 	$(PY) -m measurements.measure_async_commit $(FORCE) --runs 5
 	$(PY) measure_throughput.py $(FORCE) --variants p,p-lean-py,p-lean-sql,p-lean,p@2,p-lean@2 --runs 5 --events 200000 \
 	  --out results/throughput-lean.json
+	$(PY) measure_throughput.py $(FORCE) --variants d,p,p@2,p-lean,p-lean@2 --accounts 100,10000 --runs 5 --events 100000 \
+	  --out results/throughput-accounts.json
+	$(PY) measure_throughput.py $(FORCE) --variants c,d,p --consumers 1,2,3 --accounts 100,10000 --events-of c=20000 \
+	  --runs 5 --events 100000 --out results/throughput-consumers-accounts.json
 	$(PY) -m measurements.measure_faults_more $(FORCE) --fault lost-commit-reply --variant b,c,d,p,o,a2 --runs 5 --events 2000
 	for f in pause-postgres pause-consumer topic-recreated pg-max-connections; do $(PY) -m measurements.measure_faults_more \
 	  --fault $$f --variant b,c,d,p,o --runs 5 --events 2000 || exit 1; done

@@ -333,7 +333,7 @@ def pipelined_section() -> str:
     doc = need("throughput-pipelined.json", "python measure_throughput.py --variants raw,db-d,db,d,p --runs 5 "
                                              "--out results/throughput-pipelined.json")
     c = doc["config"]
-    text = throughput_tables(doc) + (
+    text = cpu_table(doc) + throughput_tables(doc) + (
         f"\n\n{c['runs']} runs of {c['events']:,} credits per variant on {c['partitions']} partitions, "
         f"batches of {c['batch']}, no handler sleep, interleaved run by run in one invocation. db and "
         "db-d read nothing from Kafka and decode nothing: they run the same number of credits, already "
@@ -342,7 +342,7 @@ def pipelined_section() -> str:
     if two := load("throughput-connections.json"):
         t = two["config"]
         text += "\nTwo statements at once (p@2: `--connections 2`; db@2: the ceiling, two connections taking " \
-                "the batches in turn):\n\n" + throughput_tables(two) + (
+                "the batches in turn):\n\n" + cpu_table(two) + throughput_tables(two) + (
                     f"\n\n{t['runs']} runs of {t['events']:,} credits per variant, batches of {t['batch']}, "
                     f"interleaved in another invocation. From `results/throughput-connections.json`: "
                     f"{provenance(two)}.\n")
@@ -526,6 +526,42 @@ def frameworks_throughput_section() -> str:
             "row here, sees its writes and not its reading: qx-eos-keyed's msgs/s and CPU window cover its sink's "
             "writes only, and are not comparable with the others'. From `results/throughput-frameworks.json`: "
             f"{provenance(doc)}.\n")
+
+
+def contention_section() -> str:
+    """#31: the same variants with the credits spread over 10,000 accounts as well as the lab's
+    100, where every batch of 500 locks most accounts (throughput-accounts.json, and with 1-3
+    consumers, throughput-consumers-accounts.json)."""
+    parts = []
+    for name, what in (("throughput-accounts.json", "one consumer process, p and p-lean also on two connections"),
+                       ("throughput-consumers-accounts.json", "1, 2 and 3 consumer processes in one group")):
+        doc = load(name)
+        if doc is None:
+            continue
+        stats, ratios, c = doc["summary"]["variants"], doc["summary"]["ratios"], doc["config"]
+        counts = [f"{n:,} accounts" for n in c["accounts"]]
+        bases = list(dict.fromkeys(key.partition(", ")[0] for key in stats))
+        rows = []
+        for base in bases:
+            cells = [named(base.partition(":")[0]) + (f", {base.partition(':')[2]} consumers" if ":" in base else "")]
+            for count in counts:
+                s = stats.get(f"{base}, {count}")
+                cells += [spread(s["msgs_per_s"], 0) if s else "–",
+                          f"{s['cpu_us_per_msg']['total']['median']:,.1f}" if s and "cpu_us_per_msg" in s else "–"]
+            ratio = ratios.get(f"{base}, {counts[-1]}/{base}, {counts[0]}")
+            rows.append([*cells, spread(ratio, 2) if ratio else "–"])
+        headers = ["Variant"]
+        for count in counts:
+            headers += [f"{count}: msgs/s, median (min–max)", f"{count}: CPU µs/msg"]
+        parts.append(f"{what.capitalize()}:\n\n" + markdown_table(
+            [*headers, f"{counts[-1]} ÷ {counts[0]}, paired by run"], rows, text_columns=1)
+            + f"\n\n{c['runs']} runs of {c['events']:,} credits{events_of_text(c)} per variant and count on "
+            f"{c['partitions']} partitions, batches of {c.get('batch', 500)}, every variant and count interleaved "
+            f"run by run in one invocation. From `results/{name}`: {provenance(doc)}.\n")
+    if not parts:
+        raise Missing("_Not measured yet: `python measure_throughput.py --variants d,p,p@2,p-lean,p-lean@2 "
+                      "--accounts 100,10000 --runs 5 --events 100000 --out results/throughput-accounts.json`._\n")
+    return "\n".join(parts)
 
 
 TARGET_CUT = 0.30  # issue #31: p's CPU per message at least 30% lower
@@ -948,6 +984,7 @@ def offsets_section() -> str:
     text += "\n\nTotals over the runs; each measurement's other parameters as in its own section.\n"
     if cost := load("throughput-offsets.json"):
         s, ratio = cost["summary"]["variants"], cost["summary"]["ratios"].get("o/c")
+        text += "\n" + cpu_table(cost)
         text += (f"\nWhat the extra upsert costs, side by side in one invocation ({cost['config']['runs']} runs of "
                  f"{cost['config']['events']:,} credits each, interleaved): c {spread(s['c']['msgs_per_s'])} msgs/s, "
                  f"o {spread(s['o']['msgs_per_s'])} msgs/s; o/c {spread(ratio, 3)}, the median of per-run ratios. "
@@ -963,7 +1000,7 @@ def parallel_section() -> str:
              sum(r.get("order_violations") or 0 for r in lanes["runs"] if r["variant"] == name),
              sum(r["duplicates"] + r["lost"] for r in lanes["runs"] if r["variant"] == name)]
             for name, s in stats.items()]
-    text = markdown_table(["Variant (k@N: N lanes)", "Runs", "msgs/s, median (min–max)",
+    text = cpu_table(lanes) + markdown_table(["Variant (k@N: N lanes)", "Runs", "msgs/s, median (min–max)",
                            "× c, median of per-run ratios", "Order violations", "Duplicates + lost"], rows)
     c = lanes["config"]
     text += (f"\n\n{c['runs']} runs of {c['events']:,} credits per variant on {c['partitions']} partitions, "
@@ -1253,7 +1290,7 @@ SECTIONS = {"claims": claims_section, "try": try_section, "reconnect": reconnect
             "consumers": consumers_section, "frameworks": frameworks_section,
             "retention": retention_section, "faults-more": faults_more_section,
             "async-commit": async_commit_section, "frameworks-throughput": frameworks_throughput_section,
-            "lean": lean_section}
+            "lean": lean_section, "contention": contention_section}
 DOCUMENTS = [README, *sorted((ROOT / "docs").glob("*.md"))]  # every file that may hold report markers
 
 
