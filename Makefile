@@ -108,6 +108,8 @@ measure: up
 	  --out results/throughput-accounts.json
 	$(PY) measure_throughput.py $(FORCE) --variants c,d,p --consumers 1,2,3 --accounts 100,10000 --events-of c=20000 \
 	  --runs 5 --events 100000 --out results/throughput-consumers-accounts.json
+	$(PY) -m measurements.measure_latency $(FORCE) --variants c,d,p --load 0.5,0.8,0.95 --capacity-events-of c=3000 --runs 5 \
+	  --out results/latency-saturation.json
 	$(PY) -m measurements.measure_faults_more $(FORCE) --fault lost-commit-reply --variant b,c,d,p,o,a2 --runs 5 --events 2000
 	for f in pause-postgres pause-consumer topic-recreated pg-max-connections; do $(PY) -m measurements.measure_faults_more \
 	  --fault $$f --variant b,c,d,p,o --runs 5 --events 2000 || exit 1; done

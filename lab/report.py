@@ -408,6 +408,28 @@ def consumers_section() -> str:
             f"the run. From `results/throughput-consumers.json`: {provenance(doc)}.\n")
 
 
+def saturation_section() -> str:
+    """#31: latency at fractions of each variant's capacity, measured in each run just before."""
+    doc = need("latency-saturation.json", "python -m measurements.measure_latency --variants c,d,p --load "
+                                          "0.5,0.8,0.95 --capacity-events-of c=3000 --runs 5 "
+                                          "--out results/latency-saturation.json")
+    rows = []
+    for name, s in doc["summary"].items():
+        variant, _, load = name.partition("@")
+        rows.append([VARIANT_NAMES.get(variant, variant), load, s["runs"], spread(s["capacity_per_s"]),
+                     spread(s["offered_per_s"]), spread(s["p50_ms"], 1), spread(s["p99_ms"], 1),
+                     spread(s["max_ms"], 1), s["totals"]["duplicates"] + s["totals"]["lost"]])
+    c = doc["config"]
+    backlogs = ", ".join(f"{v} {n:,}" for v, n in c["capacity_events_of"].items())
+    return (markdown_table(["Variant", "Load", "Runs", "Capacity, msgs/s (the backlog)", "Offered, msgs/s",
+                            "p50, ms", "p99, ms", "Largest, ms", "Duplicates + lost"], rows, text_columns=2)
+            + f"\n\nMedian (min–max) over runs of each run's figure. Each run: warm-up credits, then a backlog of "
+            f"{c['capacity_events']:,} credits ({backlogs}) sent at once, whose rate from the consumer's first ledger "
+            f"row to its last is the capacity; once it has drained, the publisher offers that fraction of it for "
+            f"{c['seconds']:g} s, and latency is from each offered record's CreateTime to its ledger row. Variants "
+            f"and loads interleaved in one invocation. From `results/latency-saturation.json`: {provenance(doc)}.\n")
+
+
 def latency_section() -> str:
     doc = need("latency.json", "python -m measurements.measure_latency --variants c,d,p --rates 200,500,5000 --runs 5")
     rows = []
@@ -1290,7 +1312,7 @@ SECTIONS = {"claims": claims_section, "try": try_section, "reconnect": reconnect
             "consumers": consumers_section, "frameworks": frameworks_section,
             "retention": retention_section, "faults-more": faults_more_section,
             "async-commit": async_commit_section, "frameworks-throughput": frameworks_throughput_section,
-            "lean": lean_section, "contention": contention_section}
+            "lean": lean_section, "contention": contention_section, "saturation": saturation_section}
 DOCUMENTS = [README, *sorted((ROOT / "docs").glob("*.md"))]  # every file that may hold report markers
 
 

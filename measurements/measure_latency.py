@@ -17,10 +17,20 @@ when the publisher handed it the record); p50, p99 and the largest, in ms. Both 
 this machine's. The variants and rates are interleaved run by run in one invocation.
 Checker: every credit applied once (checker.check, through the harness's verdict).
 
+Near saturation (--load 0.5,0.8,0.95, in place of --rates): each run first measures the
+variant's capacity, in the same topic, with the same consumer, right before: a backlog of
+--capacity-events credits sent at once, applied at the consumer's own pace (msgs/s from its
+first to its last ledger row); once it has drained, the publisher offers that fraction of it
+for --seconds. The publisher shares the machine with the consumer, which a backlog sent up
+front does not: so 95% of that capacity may already be more than the consumer can take.
+
 Assumptions: the stack is up and nothing else measures on it (a lock enforces it).
 
     python -m measurements.measure_latency --variants c,d,p --rates 200,500,5000 --runs 5
+    python -m measurements.measure_latency --variants c,d,p --load 0.5,0.8,0.95 --capacity-events-of c=3000 \
+        --runs 5 --out results/latency-saturation.json
 """
+import argparse
 import json
 import sys
 import time
@@ -34,30 +44,48 @@ def percentile(sorted_values: list[float], q: float) -> float:
     return sorted_values[min(len(sorted_values) - 1, int(q * len(sorted_values)))]
 
 
-def run_once(variant: str, rate: float, run: int, config: dict) -> dict:
-    name = f"{variant}-{rate:g}-r{run}"
+def capacity(space, variant: str, run: int, config: dict) -> tuple[float, list]:
+    """The consumer's msgs/s on a backlog sent at once (first to last ledger row), and its events."""
+    count = config["capacity_events_of"].get(variant, config["capacity_events"])
+    backlog = harness.make_events(count, prefix=f"r{run}-cap", seed=config["seed"] + 1000 + run)
+    harness.produce_events(space.topic, backlog)
+    harness.wait_until(lambda: harness.ledger_count(space.admin) >= config["partitions"] + count,
+                       max(300.0, count / 50), f"{variant} to drain a backlog of {count} credits")
+    mine = {eid for eid, _ in backlog}
+    times = [t for eid, t in harness.credit_times(space.admin) if eid in mine]
+    return (len(times) - 1) / (times[-1] - times[0]), backlog
+
+
+def run_once(variant: str, run: int, config: dict, rate: float | None = None, load: float | None = None) -> dict:
+    """One consumer, warmed up, then credits offered at `rate` a second, or at `load` times the
+    capacity it showed on a backlog just before."""
+    name = f"{variant}-{rate:g}-r{run}" if load is None else f"{variant}-load{load:g}-r{run}"
     started = time.monotonic()
-    count = int(rate * config["seconds"])
     partitions = config["partitions"]
-    every = harness.make_events(count + partitions, prefix=f"r{run}", seed=config["seed"] + run)
-    warm, events = every[:partitions], every[partitions:]
+    warm = harness.make_events(partitions, prefix=f"r{run}-warm", seed=config["seed"] + run)
     log_dir = harness.log_dir()
     events_file, journal = log_dir / f"latency-{name}.events", log_dir / f"latency-{name}.acked"
     journal.unlink(missing_ok=True)
-    events_file.write_text("".join(json.dumps(pair) + "\n" for pair in events))
     with harness.run_space("latency", name, config["partitions"]) as space:
         consumer = harness.Worker(variant, space.topic, space.group, space.dsn, log_dir / f"latency-{name}.log",
                                   harness.worker_args(variant, config))
-        publisher = None
+        publisher, backlog, measured = None, [], None
         try:
             harness.produce_events(space.topic, warm, partitions=range(partitions))
             harness.wait_until(lambda: harness.ledger_count(space.admin) >= partitions, 120,
                                f"{variant} to apply its {partitions} warm-up credits")
+            if load is not None:
+                measured, backlog = capacity(space, variant, run, config)
+                rate = load * measured
+            count = int(rate * config["seconds"])
+            events = harness.make_events(count, prefix=f"r{run}", seed=config["seed"] + run)
+            events_file.write_text("".join(json.dumps(pair) + "\n" for pair in events))
+            before = harness.ledger_count(space.admin)
             publisher = harness.Worker("publisher", space.topic, space.group, space.dsn,
                                        log_dir / f"latency-{name}-publisher.log",
-                                       ("--events-file", events_file, "--journal", journal, "--rate", rate))
+                                       ("--events-file", events_file, "--journal", journal, "--rate", round(rate, 1)))
             # Generous: a variant that cannot keep up drains its backlog at its own pace.
-            harness.wait_until(lambda: harness.ledger_count(space.admin) >= count + partitions, max(300.0, count / 50),
+            harness.wait_until(lambda: harness.ledger_count(space.admin) >= count + before, max(300.0, count / 50),
                                f"{variant} to apply {count} credits sent at {rate:g} a second", interval_s=0.5)
         finally:
             for worker in (publisher, consumer):
@@ -65,25 +93,30 @@ def run_once(variant: str, rate: float, run: int, config: dict) -> dict:
                     worker.stop()
         created = dict(harness.record_times(space.topic))
         applied = dict(harness.credit_times(space.admin))
-        verdict = harness.verdict_of(every, space.admin)
+        verdict = harness.verdict_of(warm + backlog + events, space.admin)
     latencies = sorted((applied[eid] - created[eid]) * 1000 for eid, _ in events if eid in applied)
     stamps = sorted(created[eid] for eid, _ in events)
     offered = (len(stamps) - 1) / (stamps[-1] - stamps[0]) if stamps[-1] > stamps[0] else None
-    return {"variant": variant, "rate": rate, "run": run, "events": count,
-            "offered_per_s": round(offered, 1) if offered else None,
-            "p50_ms": round(percentile(latencies, 0.5), 2), "p99_ms": round(percentile(latencies, 0.99), 2),
-            "max_ms": round(latencies[-1], 2), "duplicates": verdict["duplicates"], "lost": verdict["lost"],
-            "balances_exact": verdict["balances_exact"], "wall_s": round(time.monotonic() - started, 1)}
+    record = {"variant": variant, "rate": rate if load is None else round(rate, 1), "run": run, "events": count,
+              "offered_per_s": round(offered, 1) if offered else None,
+              "p50_ms": round(percentile(latencies, 0.5), 2), "p99_ms": round(percentile(latencies, 0.99), 2),
+              "max_ms": round(latencies[-1], 2), "duplicates": verdict["duplicates"], "lost": verdict["lost"],
+              "balances_exact": verdict["balances_exact"], "wall_s": round(time.monotonic() - started, 1)}
+    if load is not None:
+        record.update({"load": load, "capacity_per_s": round(measured, 1)})
+    return record
 
 
 def key(r: dict) -> str:
-    return f"{r['variant']}@{r['rate']:g}/s"
+    return f"{r['variant']}@{r['load']:.0%}" if "load" in r else f"{r['variant']}@{r['rate']:g}/s"
 
 
 def summarise(runs: list[dict]) -> dict:
     names = list(dict.fromkeys(key(r) for r in runs))
+    loaded = any("load" in r for r in runs)
     return results.summarise_runs(runs, names, key=key, totals=("duplicates", "lost"),
-                                  spreads=("p50_ms", "p99_ms", "max_ms", "offered_per_s"))
+                                  spreads=("p50_ms", "p99_ms", "max_ms", "offered_per_s",
+                                           *(("capacity_per_s",) if loaded else ())))
 
 
 def table(summary: dict) -> str:
@@ -106,18 +139,41 @@ def parse_args(argv=None):
     parser.add_argument("--variants", type=cli.names_of(VARIANTS), default=["c", "d", "p"])
     parser.add_argument("--rates", type=cli.sizes, default=[200, 500, 5000], metavar="N,N,...",
                         help="credits a second the publisher offers")
+    parser.add_argument("--load", type=fractions, metavar="F,F,...",
+                        help="in place of --rates: fractions of each variant's capacity, measured in each run "
+                             "just before on a backlog")
+    parser.add_argument("--capacity-events", type=int, default=100000, help="with --load: the backlog's credits")
+    parser.add_argument("--capacity-events-of", type=cli.per_name, default={}, metavar="VARIANT=N,...",
+                        help="with --load: another backlog for some variants (c is ~50x slower than p)")
     parser.add_argument("--seconds", type=float, default=5.0, help="how long each rate is offered")
     parser.add_argument("--batch", type=int, default=500, help="d and p: messages per batch")
     args = parser.parse_args(argv)
     cli.at_least(parser, args, 1, "runs", "partitions", "batch")
     if args.seconds <= 0:
         parser.error("--seconds must be positive")
+    if args.load is not None and args.capacity_events < 2:
+        parser.error("--capacity-events must be at least 2")
     return args
 
 
+def fractions(text: str) -> list[float]:
+    """--load 0.5,0.8,0.95: fractions of capacity, above 0 and at most 2."""
+    try:
+        values = [float(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        values = []
+    if not values or any(not 0 < v <= 2 for v in values):
+        raise argparse.ArgumentTypeError(f"expected fractions above 0 and at most 2, like 0.5,0.8,0.95; got {text!r}")
+    return values
+
+
 def main(args) -> int:
-    config = results.config_of(args, "out", "force")
-    plan = [{"variant": v, "rate": float(r)} for r in args.rates for v in args.variants]
+    if args.load is None:  # the fixed-rate file's config, as it was before --load
+        config = results.config_of(args, "out", "force", "load", "capacity_events", "capacity_events_of")
+        plan = [{"variant": v, "rate": float(r)} for r in args.rates for v in args.variants]
+    else:
+        config = results.config_of(args, "out", "force", "rates")
+        plan = [{"variant": v, "load": f} for f in args.load for v in args.variants]
     results.drive("measure_latency", args.out, config, plan, run_once, summarise, table, verdict_line, args.force,
                   rotate=True)
     return 0
