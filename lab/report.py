@@ -312,9 +312,11 @@ REBALANCE_SETS = [(f"rebalance-{v}-{p}.json", p) for v in ("b", "c", "d", "k", "
 
 
 def named(name: str) -> str:
-    """A measure_throughput run name as the tables print it: p@2 is p on 2 connections."""
-    variant, _, connections = name.partition("@")
-    return VARIANT_NAMES.get(variant, variant) + (f", {connections} connections" if connections else "")
+    """A measure_throughput run name as the tables print it: p@2 is p on 2 connections, k@16 k
+    with 16 lanes, d@50 d with batches of 50."""
+    variant, _, swept = name.partition("@")
+    unit = {"k": "lanes", "d": "messages a batch"}.get(variant, "connections")  # what @N sweeps
+    return VARIANT_NAMES.get(variant, variant) + (f", {swept} {unit}" if swept else "")
 
 
 def throughput_tables(doc: dict) -> str:
