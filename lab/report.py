@@ -563,7 +563,7 @@ def contention_section() -> str:
         if doc is None:
             continue
         stats, ratios, c = doc["summary"]["variants"], doc["summary"]["ratios"], doc["config"]
-        counts = [f"{n:,} accounts" for n in c["accounts"]]
+        counts = [f"{n:,} accounts" for n in sorted(c["accounts"])]  # each paired with the fewest
         bases = list(dict.fromkeys(key.partition(", ")[0] for key in stats))
         rows = []
         for base in bases:
@@ -577,8 +577,20 @@ def contention_section() -> str:
         headers = ["Variant"]
         for count in counts:
             headers += [f"{count}: msgs/s, median (min–max)", f"{count}: CPU µs/msg"]
+        within = {}  # "p@2 ÷ p" -> count -> paired ratio: two connections against one, per account count
+        rate = {(r["variant"], r.get("accounts"), r["run"]): r["msgs_per_s"] for r in doc["runs"]}
+        for (variant, accounts, run), value in rate.items():
+            one = (variant.partition("@")[0], accounts, run)
+            if variant.endswith("@2") and one in rate:
+                within.setdefault(f"{variant} ÷ {one[0]}", {}).setdefault(f"{accounts:,} accounts", []).append(
+                    value / rate[one])
+        within = {name: {count: {"median": statistics.median(v), "min": min(v), "max": max(v)}
+                         for count, v in by.items()} for name, by in within.items()}
+        extra = ("\n\n" + markdown_table(["Paired by run, within one account count", *counts],
+                                          [[name, *(spread(by.get(n), 2) if by.get(n) else "–" for n in counts)]
+                                           for name, by in within.items()], text_columns=1)) if within else ""
         parts.append(f"{what.capitalize()}:\n\n" + markdown_table(
-            [*headers, f"{counts[-1]} ÷ {counts[0]}, paired by run"], rows, text_columns=1)
+            [*headers, f"{counts[-1]} ÷ {counts[0]}, paired by run"], rows, text_columns=1) + extra
             + f"\n\n{c['runs']} runs of {c['events']:,} credits{events_of_text(c)} per variant and count on "
             f"{c['partitions']} partitions, batches of {c.get('batch', 500)}, every variant and count interleaved "
             f"run by run in one invocation. From `results/{name}`: {provenance(doc)}.\n")
@@ -617,7 +629,7 @@ def lean_section() -> str:
                          f"{doc['summary']['ratios'][f'{lean}/{base}']['max']:.2f}).")
     return (cpu_table(doc) + "\n".join(lines) + "\n\n" + throughput_tables(doc)
             + f"\n\n{c['runs']} runs of {c['events']:,} credits per variant on {c['partitions']} partitions, "
-            f"batches of {c['batch']}, no handler sleep, interleaved run by run in one invocation. From "
+            f"batches of {c.get('batch', 500)}, no handler sleep, interleaved run by run in one invocation. From "
             f"`results/throughput-lean.json`: {provenance(doc)}.\n")
 
 

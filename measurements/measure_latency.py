@@ -21,8 +21,10 @@ Near saturation (--load 0.5,0.8,0.95, in place of --rates): each run first measu
 variant's capacity, in the same topic, with the same consumer, right before: a backlog of
 --capacity-events credits sent at once, applied at the consumer's own pace (msgs/s from its
 first to its last ledger row); once it has drained, the publisher offers that fraction of it
-for --seconds. The publisher shares the machine with the consumer, which a backlog sent up
-front does not: so 95% of that capacity may already be more than the consumer can take.
+for --seconds. The capacity is M3's kind: the backlog is in the topic before the consumer that
+drains it starts. The paced publisher then shares the machine with the consumer, which the
+backlog's producer did not: so 95% of that capacity may already be more than the consumer
+takes with a publisher beside it.
 
 Assumptions: the stack is up and nothing else measures on it (a lock enforces it).
 
@@ -35,6 +37,8 @@ import json
 import sys
 import time
 
+import psycopg
+
 from lab import cli, harness, results
 
 VARIANTS = ("b", "c", "d", "k", "o", "p")
@@ -44,16 +48,27 @@ def percentile(sorted_values: list[float], q: float) -> float:
     return sorted_values[min(len(sorted_values) - 1, int(q * len(sorted_values)))]
 
 
-def capacity(space, variant: str, run: int, config: dict) -> tuple[float, list]:
-    """The consumer's msgs/s on a backlog sent at once (first to last ledger row), and its events."""
+def capacity(space, consumer, start_consumer, variant: str, run: int, config: dict):
+    """The variant's msgs/s on a backlog already in the topic when its consumer starts (first to
+    last ledger row), as M3 measures it: the warmed-up consumer stops, the backlog is sent, a
+    new one drains it. Then VACUUM ANALYZE, so that autovacuum, due after that many inserts,
+    does not land in the paced phase. Returns (msgs/s, the backlog's events, the new consumer)."""
     count = config["capacity_events_of"].get(variant, config["capacity_events"])
     backlog = harness.make_events(count, prefix=f"r{run}-cap", seed=config["seed"] + 1000 + run)
+    consumer.stop()
     harness.produce_events(space.topic, backlog)
-    harness.wait_until(lambda: harness.ledger_count(space.admin) >= config["partitions"] + count,
-                       max(300.0, count / 50), f"{variant} to drain a backlog of {count} credits")
+    consumer = start_consumer("drain")
+    try:
+        harness.wait_until(lambda: harness.ledger_count(space.admin) >= config["partitions"] + count,
+                           max(300.0, count / 50), f"{variant} to drain a backlog of {count} credits")
+    except BaseException:
+        consumer.stop()  # run_once's own finally knows only the consumer it started
+        raise
+    with psycopg.connect(space.admin, autocommit=True) as conn:
+        conn.execute("VACUUM ANALYZE processed_messages, ledger, accounts")
     mine = {eid for eid, _ in backlog}
     times = [t for eid, t in harness.credit_times(space.admin) if eid in mine]
-    return (len(times) - 1) / (times[-1] - times[0]), backlog
+    return (len(times) - 1) / (times[-1] - times[0]), backlog, consumer
 
 
 def run_once(variant: str, run: int, config: dict, rate: float | None = None, load: float | None = None) -> dict:
@@ -62,23 +77,32 @@ def run_once(variant: str, run: int, config: dict, rate: float | None = None, lo
     name = f"{variant}-{rate:g}-r{run}" if load is None else f"{variant}-load{load:g}-r{run}"
     started = time.monotonic()
     partitions = config["partitions"]
-    warm = harness.make_events(partitions, prefix=f"r{run}-warm", seed=config["seed"] + run)
+    if load is None:  # one list, as the fixed-rate runs have always made it: the first few warm up
+        every = harness.make_events(int(rate * config["seconds"]) + partitions, prefix=f"r{run}",
+                                    seed=config["seed"] + run)
+        warm, events = every[:partitions], every[partitions:]
+    else:
+        warm = harness.make_events(partitions, prefix=f"r{run}-warm", seed=config["seed"] + run)
     log_dir = harness.log_dir()
     events_file, journal = log_dir / f"latency-{name}.events", log_dir / f"latency-{name}.acked"
     journal.unlink(missing_ok=True)
     with harness.run_space("latency", name, config["partitions"]) as space:
-        consumer = harness.Worker(variant, space.topic, space.group, space.dsn, log_dir / f"latency-{name}.log",
+        def start_consumer(life: str = "") -> harness.Worker:
+            return harness.Worker(variant, space.topic, space.group, space.dsn,
+                                  log_dir / f"latency-{name}{'-' + life if life else ''}.log",
                                   harness.worker_args(variant, config))
+
+        consumer = start_consumer()
         publisher, backlog, measured = None, [], None
         try:
             harness.produce_events(space.topic, warm, partitions=range(partitions))
             harness.wait_until(lambda: harness.ledger_count(space.admin) >= partitions, 120,
                                f"{variant} to apply its {partitions} warm-up credits")
             if load is not None:
-                measured, backlog = capacity(space, variant, run, config)
+                measured, backlog, consumer = capacity(space, consumer, start_consumer, variant, run, config)
                 rate = load * measured
-            count = int(rate * config["seconds"])
-            events = harness.make_events(count, prefix=f"r{run}", seed=config["seed"] + run)
+                events = harness.make_events(int(rate * config["seconds"]), prefix=f"r{run}", seed=config["seed"] + run)
+            count = len(events)
             events_file.write_text("".join(json.dumps(pair) + "\n" for pair in events))
             before = harness.ledger_count(space.admin)
             publisher = harness.Worker("publisher", space.topic, space.group, space.dsn,
@@ -108,7 +132,7 @@ def run_once(variant: str, run: int, config: dict, rate: float | None = None, lo
 
 
 def key(r: dict) -> str:
-    return f"{r['variant']}@{r['load']:.0%}" if "load" in r else f"{r['variant']}@{r['rate']:g}/s"
+    return f"{r['variant']}@{r['load'] * 100:g}%" if "load" in r else f"{r['variant']}@{r['rate']:g}/s"
 
 
 def summarise(runs: list[dict]) -> dict:
