@@ -40,6 +40,8 @@ POISON = {
     "tombstone": ((b"1", None, [("event_id", b"p-1")]), "value is empty"),
     "value not UTF-8": ((b"1", b"\xff\xfe{}", [("event_id", b"p-1")]), "value is not JSON"),
     "nested 10,000 deep": ((b"1", b"[" * 10_000 + b"]" * 10_000, [("event_id", b"p-1")]), "nested too deep"),
+    "amount a float": ((b"1", b'{"account_id": 1, "amount": 5.0}', [("event_id", b"p-1")]),
+                       "amount must be an integer, got float"),
     "amount a bool": ((b"1", b'{"account_id": 1, "amount": true}', [("event_id", b"p-1")]),
                       "amount must be an integer, got bool"),
     "amount 0": ((b"1", b'{"account_id": 1, "amount": 0}', [("event_id", b"p-1")]), "amount 0 is outside"),

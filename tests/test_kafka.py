@@ -10,7 +10,7 @@ from helpers import DRAIN_S, consuming, credit, drained, every_kind_of_poison_is
 import consume
 from lab import harness, worker
 from publish import make_producer, publish
-from variants import consume_eos, consume_offsets, consume_parallel
+from variants import consume_batched, consume_eos, consume_offsets, consume_parallel, consume_pipelined
 
 
 @pytest.mark.post
@@ -42,6 +42,23 @@ def test_every_kind_of_poison_is_parked_by_the_other_one_at_a_time_variants(vari
     runs = {"k": (consume_parallel.run_parallel, {"lanes": 4}), "o": (consume_offsets.run_with_offsets, {})}
     run, options = runs[variant]
     every_kind_of_poison_is_parked(topic, group, dsn, conn, run, **options)
+
+
+@pytest.mark.parametrize("variant", ["d", "p"])
+def test_every_kind_of_poison_is_parked_by_the_batched_variants(variant, topic, group, dsn, conn):
+    """The whole battery, in batches of 10 that hold several kinds at once: each is parked alone,
+    with the reason c gives it, and the good credit after them is applied once."""
+    run = {"d": consume_batched.run_batched, "p": consume_pipelined.run_pipelined}[variant]
+    every_kind_of_poison_is_parked(topic, group, dsn, conn, run, batch=10)
+
+
+def test_a_credit_with_many_headers_is_applied_once(topic, group, dsn, conn):
+    """200 headers beside its event_id: read, applied once, nothing parked."""
+    key, value, headers = credit("many-1")
+    send(topic, [(key, value, [*((f"h{i}", b"x" * 20) for i in range(200)), *headers])])
+    with consuming(topic, group, dsn):
+        drained(group, topic)
+    assert conn.execute("SELECT event_id, count(*) FROM ledger GROUP BY event_id").fetchall() == [("many-1", 1)]
 
 
 def test_every_kind_of_poison_is_parked_by_kafkas_exactly_once_loop(topic, group, dsn, conn):
