@@ -226,8 +226,8 @@ def kill_section() -> str:
               f"From `results/kill.json`: {provenance(kill)}.")
     for name, doc in batched.items():
         d_kills = sum(r["kills"] for r in doc["runs"])
-        legend += (f" Row {next(iter(doc['summary']))}, {doc['config']['batch']} messages, from `results/{name}`: "
-                   "the same parameters, "
+        legend += (f" Row {next(iter(doc['summary']))}, {doc['config']['batch']} messages, from `results/{name}` "
+                   f"({measured_by(doc)}): the same parameters, "
                    f"{doc['config']['batch']} messages per transaction, {d_kills} kills over its runs")
         if d_kills < doc["config"]["kills"] * len(doc["runs"]):
             legend += (" (a life's kill clock starts at its first committed batch, so with large batches each "
@@ -241,8 +241,9 @@ def kill_section() -> str:
         legend += " Every life counted as a kill was ended by its SIGKILL; none exited by itself first."
     if throughput:
         t = throughput["config"]
-        legend += (f" Throughput from `results/throughput.json`: {t['runs']} runs of {t['events']:,} messages per "
-                   f"variant, no kills, no handler sleep, variants interleaved in one invocation.")
+        legend += (f" Throughput from `results/throughput.json` ({measured_by(throughput)}): {t['runs']} runs of "
+                   f"{t['events']:,} messages per variant, no kills, no handler sleep, variants interleaved in one "
+                   "invocation.")
     return "\n".join(rows) + "\n" + legend + "\n"
 
 
@@ -458,12 +459,13 @@ def rebalance_section() -> str:
             "| Partitions next to another member / back to the zombie | Handover after eviction (s, median) "
             "| Failed offset commits "
             "| Exact balances |", "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|"]
-    found = None
+    found, sources = None, []
     for name, protocol in REBALANCE_SETS:
         doc = load(name)
         if not doc:
             continue
         found = found or doc
+        sources.append(f"`results/{name}` ({measured_by(doc)})")
         for variant, s in doc["summary"].items():
             t = s["totals"]
             failed = ", ".join(f"{code} ×{n}" for code, n in s["commit_failed"].items()) or "none"
@@ -485,8 +487,8 @@ def rebalance_section() -> str:
             f"max.poll.interval.ms {c['max_poll_interval_ms']}, session timeout {c['session_timeout_ms']} ms, "
             f"heartbeat a third of it (under `consumer`, both set on the group at the broker). Handover: from "
             f"librdkafka's MAXPOLL line to the next assignment of one of the evicted worker's partitions, to another "
-            f"worker or back to the zombie, read from the workers' logs. From `results/rebalance-*.json`: "
-            f"{provenance(found)}.\n")
+            f"worker or back to the zombie, read from the workers' logs. Machine and versions: "
+            f"{provenance(found).split('; code:')[0]}. Each row's code: {'; '.join(sources)}.\n")
 
 
 def frameworks_section() -> str:
