@@ -130,12 +130,14 @@ VARIANT_CODE = {
     **{v: ("variants/consume_faststream.py", "lab/more_variants.py") for v in ("fs-default", "fs-ack", "fs-inbox")},
     **{v: ("variants/consume_quix.py", "lab/more_variants.py") for v in ("qx-eos", "qx-eos-keyed")},
     **{v: ("variants/shortcuts.py", "lab/more_variants.py") for v in ("upsert", "versioned", "offset-dedup")},
+    **{v: ("variants/consume_batched.py", "variants/consume_pipelined.py", "variants/consume_lean.py",
+           "lab/more_variants.py") for v in ("p-lean-py", "p-lean-sql", "p-lean")},
 }
 
 
 def code_of(runs: list[dict]) -> tuple[str, ...]:
     """The consumer and harness files that a results file's figures depend on."""
-    named = {r.get("variant") for r in runs}
+    named = {(r.get("variant") or "").partition(":")[0].partition("@")[0] or None for r in runs}  # p@2:3 is p
     if not named <= set(VARIANT_CODE):  # the frameworks and shortcuts (lab/more_variants.py), or unnamed
         return (*CONSUMER_AND_HARNESS, "variants", "lab/more_variants.py")
     return (*CONSUMER_AND_HARNESS, *sorted({path for v in named for path in VARIANT_CODE[v]}))
