@@ -52,6 +52,15 @@ def versions() -> dict:
 CODE_FILES = ("*.py", "*.sql", "lab/pom.xml", "requirements*.txt")  # what a run's figures depend on
 
 
+def provenance_line() -> str:
+    """One line for a measurement that writes text, not JSON (the profiles): where, with what,
+    and which code."""
+    m, v, c = machine(), versions(), code()
+    return (f"{m['cores']} cores, {m['memory_gib']} GiB; Kafka {v['kafka']}, PostgreSQL {v['postgresql']}, "
+            f"confluent-kafka {v['confluent_kafka']}; code: commit {c['commit']}"
+            + (" with local changes" if c.get("dirty") else ""))
+
+
 def code() -> dict:
     """The code a run was measured with: the checkout's commit, and whether its code (CODE_FILES)
     differed from it (then `diff` is a hash of that difference, so only the same edit can

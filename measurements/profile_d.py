@@ -18,7 +18,7 @@ import time
 import uuid
 from pathlib import Path
 
-from lab import cli, harness
+from lab import cli, harness, results
 from lab.settings import ADMIN_DSN
 from variants import consume_batched
 
@@ -49,6 +49,7 @@ def main(args) -> int:
     text = io.StringIO()
     text.write(f"# python -m measurements.profile_d --events {args.events} --batch {args.batch}: "
                f"{wall:.1f} s wall under cProfile\n")
+    text.write(f"# {results.provenance_line()}\n")
     pstats.Stats(profile, stream=text).sort_stats("tottime").print_stats(args.top)
     print(text.getvalue())
     if args.out:

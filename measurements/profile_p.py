@@ -22,7 +22,7 @@ from pathlib import Path
 
 import psycopg
 
-from lab import cli, harness, stack
+from lab import cli, harness, results, stack
 from lab.settings import ADMIN_DSN
 from variants import consume_pipelined
 
@@ -99,7 +99,7 @@ def main(args) -> int:
     total = sum(after[n] - before[n] for n in parts)
     lines += [f"  {'all of them':38} {total:6.2f} s  {total / wall:6.1%}", "",
               f"One more batch of {args.batch} under EXPLAIN ANALYZE (as the owner, on an idle server):", *plan]
-    text = "\n".join(lines) + "\n"
+    text = f"# {results.provenance_line()}\n" + "\n".join(lines) + "\n"
     print(text)
     if args.out:
         Path(args.out).write_text(text)
