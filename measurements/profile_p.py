@@ -12,6 +12,7 @@ Assumptions: the stack is up, nothing else runs on it; Linux (/proc); a scratch 
 and topic are made and dropped.
 
     python -m measurements.profile_p --events 100000 --batch 500 --out results/profile-p.txt
+    python -m measurements.profile_p --lean --events 100000 --batch 500 --out results/profile-p-lean.txt
 """
 import os
 import sys
@@ -24,7 +25,7 @@ import psycopg
 
 from lab import cli, harness, results, stack
 from lab.settings import ADMIN_DSN
-from variants import consume_pipelined
+from variants import consume_lean, consume_pipelined
 
 TICKS = os.sysconf("SC_CLK_TCK")
 
@@ -55,10 +56,15 @@ def main(args) -> int:
         pipelines.append(self)
 
     consume_pipelined.Pipeline.__init__ = remember
+    statement, run = consume_pipelined.CLAIM_AND_CREDIT, consume_pipelined.run_pipelined
+    if args.lean:  # p-lean: its swaps, on a ledger without its foreign key
+        statement, run = consume_lean.CLAIM_AND_CREDIT, consume_lean.run_lean
+        with psycopg.connect(owner, autocommit=True) as conn:
+            conn.execute(consume_lean.LEDGER_WITHOUT_FOREIGN_KEY)
     try:
         harness.produce_events(topic, harness.make_events(args.events, "p"))
         stop = threading.Event()
-        runner = threading.Thread(target=consume_pipelined.run_pipelined, args=(topic, harness.unique("prof")),
+        runner = threading.Thread(target=run, args=(topic, harness.unique("prof")),
                                   kwargs={"dsn": dsn, "stop": stop, "batch": args.batch}, daemon=True)
         runner.start()
         harness.wait_until(lambda: pipelines and harness.ledger_count(owner) > 0, 120, "p's first batch", 0.05)
@@ -82,14 +88,15 @@ def main(args) -> int:
         ids = sorted(events)
         with psycopg.connect(owner, autocommit=True) as conn:
             plan = [row[0] for row in conn.execute(
-                "EXPLAIN (ANALYZE, BUFFERS, COSTS off) " + consume_pipelined.CLAIM_AND_CREDIT,
+                "EXPLAIN (ANALYZE, BUFFERS, COSTS off) " + statement,
                 {"ids": ids, "accounts": [events[i]["account_id"] for i in ids], "amounts": [1] * len(ids),
                  "wanted": sorted({e["account_id"] for e in events.values()}), "consumer": "profile"}, binary=True)]
     finally:
         consume_pipelined.Pipeline.__init__ = original
         harness.drop_schema(schema)
         harness.delete_topics(topic, topic + ".dlq")
-    lines = [f"# python -m measurements.profile_p --events {args.events} --batch {args.batch}: "
+    lines = [f"# python -m measurements.profile_p --events {args.events} --batch {args.batch}"
+             f"{' --lean' if args.lean else ''}: "
              f"{args.events - rows:,} credits "
              f"timed in {wall:.2f} s wall, {rate:,.0f} a second", "",
              "CPU seconds while they ran, and as a share of the wall (on 2 cores the total can reach 200%):"]
@@ -110,6 +117,7 @@ def parse_args(argv=None):
     parser = cli.Parser(description="Where the pipelined inbox's time goes (variant p).")
     parser.add_argument("--events", type=int, default=100000)
     parser.add_argument("--batch", type=int, default=500)
+    parser.add_argument("--lean", action="store_true", help="profile p-lean (variants/consume_lean.py) instead")
     parser.add_argument("--out", help="also write the profile here, e.g. results/profile-p.txt")
     args = parser.parse_args(argv)
     cli.at_least(parser, args, 1, "events", "batch")
