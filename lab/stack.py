@@ -320,7 +320,13 @@ def kafka_version() -> str | None:
     """The version the running broker printed at start-up (its AppInfoParser line): the
     replicated lab's first node's when KAFKA_BROKERS points there."""
     log = node_home(1) / "kafka.log" if BROKERS == CLUSTER_BROKERS else KAFKA_LOG
-    versions = re.findall(r"Kafka version: (\S+)", tail(log, 100000))
+    # The line comes at start-up, near the top of the log; a broker that has run for hours has
+    # pushed it far out of any tail. The log is appended to across restarts: the last one wins.
+    try:
+        text = log.read_text(errors="replace")
+    except FileNotFoundError:
+        return None
+    versions = re.findall(r"Kafka version: (\S+)", text)
     return versions[-1] if versions else None
 
 
