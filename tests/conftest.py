@@ -6,6 +6,7 @@ consumer may not read its own ledger), or `postgres`;
 one that needs Kafka asks for `topic` (or `kafka`), one that runs a whole harness asks for
 `services`; the pure tests (the checker's, the CLI's) ask for nothing and run with both down."""
 import os
+import time
 import uuid
 
 import psycopg
@@ -45,6 +46,9 @@ def services(postgres, kafka):
     return postgres, kafka
 
 
+GROUP_WAIT_S = 600.0  # longer than any one test of a group takes, shorter than CI's patience
+
+
 @pytest.fixture(autouse=True)
 def _one_group_member_at_a_time(request, tmp_path_factory):
     """Tests marked xdist_group(NAME) share state (the measurement lock, the default database and
@@ -60,8 +64,16 @@ def _one_group_member_at_a_time(request, tmp_path_factory):
     name = mark.args[0] if mark.args else mark.kwargs.get("name", "default")
     base = tmp_path_factory.getbasetemp()
     shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base  # the session's, not a worker's
-    with open(shared / f"xdist-group-{name}.lock", "a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes, after the test
+    with open(shared / f"xdist-group-{name}.lock", "a") as lock:  # released when it closes, after the test
+        deadline = time.monotonic() + GROUP_WAIT_S
+        while True:
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    pytest.fail(f"waited {GROUP_WAIT_S:g} s for another test of group {name!r} to finish")
+                time.sleep(0.1)
         yield
 
 

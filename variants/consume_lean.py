@@ -30,7 +30,6 @@ matter (and the lab's seq, for its stall); the others are not kept.
 """
 import contextlib
 import gc
-import logging
 import threading
 import time
 from typing import Annotated
@@ -39,7 +38,7 @@ import msgspec
 from confluent_kafka import Message
 
 from consume import MAX_EVENT_ID_BYTES, PoisonMessage, checked_event_id, event_id_of, parse_event
-from variants import common, consume_pipelined
+from variants import consume_pipelined
 
 # Run once by the schema's owner (the consumer's role may not run DDL).
 LEDGER_WITHOUT_FOREIGN_KEY = """
@@ -239,16 +238,9 @@ def run_worker(args, stop: threading.Event, *, apply, after_db_commit, overrides
 
 
 def main() -> None:
-
-    parser = common.Parser(description="Consume credits through the pipelined batched inbox, leaner.")
-    parser.add_argument("--topic", default=consume_pipelined.DEMO_TOPIC)
-    parser.add_argument("--group", default=consume_pipelined.CONSUMER_NAME)
-    parser.add_argument("--batch", type=int, default=500, help="messages per statement")
-    parser.add_argument("--connections", type=int, default=1, help="statements at once, one connection each")
-    args = parser.parse_args()
-    common.at_least(parser, args, 1, "batch", "connections")
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
-    run_lean(args.topic, args.group, batch=args.batch, connections=args.connections)
+    """p's command line (consume_pipelined.main: --topic, --group, --batch, --connections), run leaner."""
+    with swapped():
+        consume_pipelined.main()
 
 
 if __name__ == "__main__":
