@@ -44,6 +44,12 @@ from lab import cli, cpu, harness, more_variants, results, stack
 VARIANTS = ("a1", "a2", "b", "c", "d", "k", "o", "p", "p-lean-py", "p-lean-sql", "p-lean", "raw", "db", "db-d",
             *(f"{v}@{n}" for v in ("p", "p-lean", "db", "db-d") for n in (1, 2, 3)), *more_variants.FRAMEWORKS)
 SELF_TIMED = ("raw", "db", "db-d")  # no ledger to time: the worker times itself and reports
+BATCHED = ("d", "p", "p-lean-py", "p-lean-sql", "p-lean", *SELF_TIMED)  # --batch applies to these
+
+
+def base_of(name: str) -> str:
+    """The variant a run name stands for: p@2 and p:3 are p."""
+    return name.partition(":")[0].partition("@")[0]
 CONSUMER_ROLE = "inbox_consumer"  # its backends are the ones serving the worker (lab/roles.sql)
 # top/bottom pairs reported; a pair is skipped when either side was not run.
 RATIOS = (("c", "b"), ("b", "a1"), ("c", "a1"), ("a2", "a1"), ("d", "c"), ("d", "raw"), ("c", "raw"),
@@ -180,7 +186,7 @@ def run_once(variant: str, run: int, config: dict, id_type: str = "seq", inbox_r
             record.update({"inbox_rows": inbox_rows, "inbox_rows_held": held})
         if accounts is not None:
             record["accounts"] = accounts
-        if variant in ("d", "p", "p-lean-py", "p-lean-sql", "p-lean", *SELF_TIMED):
+        if variant in BATCHED:
             record["batch"] = batch
         if variant == "k":
             record["lanes"] = lanes
@@ -388,7 +394,7 @@ def main(args) -> int:
                       server=server_settings())
         plan = [{**fields, "inbox_rows": rows} for rows in args.inbox_rows for fields in plan]
         outer = ("inbox_rows",)
-    if not sweep and {"d", "p", *SELF_TIMED} & set(args.variants):
+    if not sweep and set(BATCHED) & {base_of(v) for v in args.variants}:
         config["batch"] = args.batch
     if args.consumers:
         config["consumers"] = args.consumers
