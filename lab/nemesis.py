@@ -439,16 +439,26 @@ def pause(pid: int, seconds: float, watch: dict | None = None) -> dict:
     returned: name -> whether it ever answered True while the process stood still."""
     seen = {name: False for name in watch or {}}
     end = time.monotonic() + seconds
+    # The SIGCONT is a timer's, not the loop's: a look that blocks on the stopped process (a
+    # query that waits on its locks) must not stretch the pause past `seconds`.
+    resume = threading.Timer(seconds, _continue, (pid,))
     os.kill(pid, signal.SIGSTOP)
+    resume.start()
     try:
         time.sleep(min(0.5, seconds))
-        while time.monotonic() < end:
+        while time.monotonic() < end and resume.is_alive():
             for name, look in (watch or {}).items():
                 seen[name] = seen[name] or bool(look())
             time.sleep(max(0.0, min(0.25, end - time.monotonic())))
     finally:
-        os.kill(pid, signal.SIGCONT)
+        resume.cancel()
+        _continue(pid)
     return seen
+
+
+def _continue(pid: int) -> None:
+    with contextlib.suppress(ProcessLookupError):  # it may have been killed while it stood still
+        os.kill(pid, signal.SIGCONT)
 
 
 def idle_in_transaction(application_name: str) -> bool:
@@ -532,15 +542,28 @@ class CommitReplyDropper:
     counts itself). Each exchange (the messages up to and including a ReadyForQuery) that
     begins while the proxy is armed is held back until its ReadyForQuery, then forwarded,
     unless it is the one to drop: it ended with status 'I' (idle: no transaction open any
-    more) and one of its commands was a COMMIT or a write outside a transaction (p's one
-    statement). The first of the connections to finish such an exchange claims the drop; the
-    others forward theirs. The start of a session (authentication, up to its first
-    ReadyForQuery) is never held. The client must not ask for TLS (sslmode=disable)."""
+    more) and the transaction it ended changed a row (a COMMIT after an INSERT that inserted,
+    or a write outside a transaction, as p's one statement is). A transaction that changed
+    nothing (an inbox hit) is not dropped: its lost reply could not duplicate anything. The
+    first of the connections to finish such an exchange claims the drop; the others forward
+    theirs. The start of a session (authentication, up to its first ReadyForQuery) is never
+    held. The client must not ask for TLS (sslmode=disable)."""
 
-    ENDS_A_WRITE = ("COMMIT", "INSERT", "UPDATE", "DELETE", "MERGE")  # command tags' first words
+    ROW_COUNTED = ("INSERT", "UPDATE", "DELETE", "MERGE")  # tags that end in the rows they changed
     # A SELECT wrote only if its statement did (a data-modifying WITH, as p's one statement is):
     # the client's side of the wire says which, statement by statement
     WRITES = re.compile(rb"\b(INSERT|UPDATE|DELETE|MERGE)\b", re.IGNORECASE)
+
+    @classmethod
+    def wrote_rows(cls, tag: str, asked_to_write: bool) -> bool:
+        """Whether a command changed a row: "INSERT 0 0" (an inbox hit, ON CONFLICT DO NOTHING)
+        did not, so the COMMIT of a skip is not the indeterminate commit this fault is about. A
+        data-modifying SELECT's rows are not counted on the wire: it counts as a write."""
+        words = tag.split(" ")
+        first, last = words[0], words[-1]
+        if first in cls.ROW_COUNTED:
+            return last.isdigit() and int(last) > 0
+        return first == "SELECT" and bool(asked_to_write)
 
     def __init__(self, upstream: tuple[str, int]):
         self.upstream = upstream
@@ -650,6 +673,7 @@ class CommitReplyDropper:
         # between: the last message was a ReadyForQuery, so the next one begins an exchange; False at
         # first, since the start of a session (its authentication) is never held
         between = session_started = False
+        wrote_rows = False  # the open transaction (or the exchange in hand) changed a row
         try:
             while data := server.recv(65536):
                 buffer += data
@@ -674,12 +698,15 @@ class CommitReplyDropper:
                         continue
                     # the session's first ReadyForQuery answers its start-up, not an exchange
                     asked_to_write = writes.popleft() if session_started and writes else False
-                    wrote = any(tag.split(" ")[0] in self.ENDS_A_WRITE or
-                                (tag.startswith("SELECT") and asked_to_write) for tag in tags)
-                    if held is not None and body == b"I" and wrote and self._claim_drop(tags):
+                    wrote_rows = wrote_rows or any(self.wrote_rows(tag, asked_to_write) for tag in tags)
+                    if body == b"E":  # the transaction failed: nothing it did will commit
+                        wrote_rows = False
+                    if held is not None and body == b"I" and wrote_rows and self._claim_drop(tags):
                         return  # the server has committed; the client never hears of it
                     if held is not None:
                         client.sendall(held)
+                    if body == b"I":  # no transaction open any more: the next one starts clean
+                        wrote_rows = False
                     held, tags, between, session_started = None, [], True, True
                 del buffer[:start]
         except OSError:

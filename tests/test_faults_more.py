@@ -2,7 +2,11 @@
 variant without the inbox (or with auto-commit) fails where the inbox holds. Each run uses a
 login role of its own (nemesis.role_of_its_own), so refusing its connections, or pausing its
 consumer, touches no other test on the same server."""
+import subprocess
+import sys
 import threading
+import time
+from pathlib import Path
 
 import psycopg
 import pytest
@@ -222,3 +226,46 @@ def test_the_dropper_drops_one_reply_whoever_commits_first(dropper, conn, dsn):
         client.close()
     assert errors == [] and len(failed) == 1 and len(dropper.dropped) == 1, (failed, errors, dropper.dropped)
     assert conn.execute("SELECT count(*) FROM processed_messages").fetchone()[0] == len(clients)
+
+
+def test_the_dropper_lets_a_transaction_that_changed_nothing_through(dropper, conn, dsn):
+    # an inbox hit: its INSERT ... ON CONFLICT DO NOTHING inserts no row, and a lost reply to its
+    # COMMIT could duplicate nothing, so the armed proxy waits for a transaction that did change one
+    conn.execute("INSERT INTO processed_messages (consumer, message_id) VALUES ('t', 'seen')")
+    claim = "INSERT INTO processed_messages (consumer, message_id) VALUES ('t', %s) ON CONFLICT DO NOTHING"
+    with psycopg.connect(dropper.dsn(dsn), autocommit=True) as other:
+        dropper.arm()
+        with other.transaction():
+            other.execute(claim, ("seen",))
+        assert not dropper.fired.is_set()
+        with pytest.raises(psycopg.OperationalError):
+            with other.transaction():
+                other.execute(claim, ("new",))
+    assert dropper.dropped == ["COMMIT"]
+    assert conn.execute("SELECT count(*) FROM processed_messages").fetchone()[0] == 2
+
+
+def test_a_pause_ends_on_time_while_a_look_at_the_paused_process_blocks():
+    # the look waits on the stopped process itself, as a query waits on a paused backend's locks;
+    # the timer's SIGCONT must come anyway, while the look still waits (the loop's own SIGCONT,
+    # after the look, would come only once it gave up: it would never see the process run)
+    paused = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+
+    def look() -> bool:
+        for _ in range(200):  # up to ~10 s, then it gives up
+            if process_state(paused.pid) != "T":
+                return True
+            time.sleep(0.05)
+        return False
+
+    try:
+        seen = nemesis.pause(paused.pid, 1.0, watch={"running_again": look})
+        assert seen == {"running_again": True} and process_state(paused.pid) != "T"
+    finally:
+        paused.kill()
+        paused.wait()
+
+
+def process_state(pid: int) -> str:
+    """The process's state letter in /proc (T: stopped)."""
+    return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
