@@ -15,6 +15,7 @@ import re
 import statistics
 import subprocess
 import sys
+from pathlib import Path
 
 from lab import charts, cli, results
 from lab.settings import RESULTS, ROOT
@@ -135,8 +136,16 @@ VARIANT_CODE = {
 }
 
 
-def code_of(runs: list[dict]) -> tuple[str, ...]:
+# Harnesses that run no consumer of the lab's: their figures depend on their own code and what
+# it names here (their runs' "variant" is a case of theirs, not a consumer).
+NO_CONSUMER = {"measure_async_commit": ("publish.py", "lab/harness.py"),
+               "measure_storage": ("schema.sql", "lab/harness.py", "variants/inbox_v7.py", "variants/inbox_v7.sql")}
+
+
+def code_of(runs: list[dict], harness: str | None = None) -> tuple[str, ...]:
     """The consumer and harness files that a results file's figures depend on."""
+    if harness in NO_CONSUMER:
+        return NO_CONSUMER[harness]
     named = {(r.get("variant") or "").partition(":")[0].partition("@")[0] or None for r in runs}  # p@2:3 is p
     if not named <= set(VARIANT_CODE):  # the frameworks and shortcuts (lab/more_variants.py), or unnamed
         return (*CONSUMER_AND_HARNESS, "variants", "lab/more_variants.py")
@@ -179,13 +188,90 @@ def measured_by(doc: dict) -> str:
     dirty = any(r.get("dirty") for r in doc["runs"])
     named = ", ".join(c or "not recorded" for c in commits) + (" with local changes" if dirty else "")
     script = f"{doc['harness']}.py" if (ROOT / f"{doc['harness']}.py").exists() else f"measurements/{doc['harness']}.py"
-    files = (*code_of(doc["runs"]), *script_code(script))
+    files = (*code_of(doc["runs"], doc["harness"]), *script_code(script))
     changed = set()
     for commit in filter(None, commits):
         diff = subprocess.run(["git", "-C", str(ROOT), "diff", "--name-only", commit, "--",  # to the tree as it is
                                *files], capture_output=True, text=True)
-        changed |= set(diff.stdout.split()) if diff.returncode == 0 else {f"(commit {commit} unknown here)"}
+        if diff.returncode != 0:
+            changed.add(f"(commit {commit} unknown here)")
+            continue
+        for path in diff.stdout.split():
+            if path.startswith("lab/") and Path(path).stem in BY_FUNCTION:
+                if names := used_and_changed(path, commit, files):
+                    changed.add(f"{path} ({', '.join(sorted(names, key=str.lower))})")
+            else:
+                changed.add(path)
     return f"code: commit {named}" + (f"; **changed since: {', '.join(sorted(changed))}**" if changed else "")
+
+
+# A measuring module (lab/nemesis.py: every fault), or the harness's machinery, serves many
+# measurements, each of which uses a few of its functions. A change to a function or constant
+# that a file's code never names, directly or through the module's own functions, does not move
+# that file's figures; any other change (an import, a statement) counts as touching them all.
+BY_FUNCTION = (*MEASURING_MODULES, "harness")
+
+
+def top_level(source: str) -> tuple[dict[str, str], list[str]]:
+    """A module's functions, classes and constants by name (their syntax, comments and layout
+    aside), and the rest of its statements (imports, say), its docstring left out."""
+    defs, rest = {}, []
+    body = ast.parse(source).body
+    if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+        body = body[1:]  # the module's docstring moves no figure
+    for node in body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            defs[node.name] = ast.dump(node)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)) and all(
+                isinstance(t, ast.Name) for t in (node.targets if isinstance(node, ast.Assign) else [node.target])):
+            for target in node.targets if isinstance(node, ast.Assign) else [node.target]:
+                defs[target.id] = ast.dump(node)  # a constant: used where its name is
+        else:
+            rest.append(ast.dump(node))
+    return defs, rest
+
+
+def used_and_changed(path: str, commit: str, files) -> set[str]:
+    """The names in `path` that changed since `commit` and that `files` use: "module" when what
+    changed is not a function or a class."""
+    old = subprocess.run(["git", "-C", str(ROOT), "show", f"{commit}:{path}"], capture_output=True, text=True)
+    if old.returncode != 0 or not (ROOT / path).exists():
+        return {"module"}
+    (old_defs, old_rest), (new_defs, new_rest) = top_level(old.stdout), top_level((ROOT / path).read_text())
+    if old_rest != new_rest:
+        return {"module"}
+    changed = {name for name in old_defs.keys() | new_defs.keys() if old_defs.get(name) != new_defs.get(name)}
+    return changed & used_names(path, files, new_defs.keys() | old_defs.keys())
+
+
+def used_names(path: str, files, names) -> set[str]:
+    """The top-level names of module `path` that `files` refer to (module.name, or from-imported),
+    and those their bodies refer to in turn."""
+    module, roots = Path(path).stem, set()
+    for other in files:
+        source = ROOT / other
+        if other == path or source.suffix != ".py" or not source.exists():
+            continue
+        for node in ast.walk(ast.parse(source.read_text())):
+            if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == module:
+                roots.add(node.attr)
+            elif isinstance(node, ast.ImportFrom) and node.module == f"lab.{module}":
+                roots |= {alias.name for alias in node.names}
+    bodies = {}
+    for node in ast.parse((ROOT / path).read_text()).body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            bodies[node.name] = node
+        elif isinstance(node, ast.Assign):
+            bodies.update({t.id: node for t in node.targets if isinstance(t, ast.Name)})
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            bodies[node.target.id] = node
+    used, todo = set(), roots & set(names)
+    while todo:
+        name = todo.pop()
+        used.add(name)
+        if name in bodies:
+            todo |= {n.id for n in ast.walk(bodies[name]) if isinstance(n, ast.Name) and n.id in bodies} - used
+    return used
 
 
 def kill_section() -> str:

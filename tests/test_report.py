@@ -82,3 +82,21 @@ def test_the_ledger_stands_still_between_busy_buckets_only():
     timeline = {"bucket_s": 0.5, "credits_per_s": [0, 4, 0, 0, 0, 2, 2, 0]}
     assert report.longest_still(timeline) == 1.5  # three empty buckets between the first and last busy ones
     assert report.longest_still({"bucket_s": 0.5, "credits_per_s": [0, 0]}) == 0
+
+
+def test_a_change_to_a_fault_flags_only_the_measurements_that_use_it():
+    # 23bfdcb changed nemesis.pause (and its CommitReplyDropper), which M10 uses and M1 does not;
+    # the module as it was just before is the base
+    kill = (*report.code_of([{"variant": "c"}]), *report.script_code("measure_kill.py"))
+    faults = (*report.code_of([{"variant": "c"}]), *report.script_code("measurements/measure_faults_more.py"))
+    assert "pause" not in report.used_and_changed("lab/nemesis.py", "73cb0d8", kill)
+    assert {"pause", "CommitReplyDropper"} <= report.used_and_changed("lab/nemesis.py", "73cb0d8", faults)
+    # what a used function calls in its own module counts: pause calls _continue, new since
+    assert "_continue" in report.used_and_changed("lab/nemesis.py", "73cb0d8", faults)
+
+
+def test_a_module_is_split_into_named_parts_and_the_rest():
+    defs, rest = report.top_level('"""doc"""\nimport os\nLIMIT = 3\n\ndef f():\n    # a comment\n    return LIMIT\n')
+    assert set(defs) == {"LIMIT", "f"} and len(rest) == 1  # the import; the docstring moves nothing
+    again, _ = report.top_level('"""other doc"""\nimport os\nLIMIT = 3\n\n\ndef f():\n    return LIMIT\n')
+    assert again == defs  # comments and layout aside
