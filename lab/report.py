@@ -918,7 +918,9 @@ def faults_more_section() -> str:
                 met = ", ".join(f"{n} {state}" for state, n in states.most_common()) + \
                     f"; {sum(bool(f.get('lock_waited')) for f in log)} with another consumer waiting on a lock"
             elif s["fault"] == "disk-full":
-                met = f"{sum(r.get('restarted', 0) for r in mine)} restarts on DiskFull in process"
+                # restarted_on_disk_full: the restarts whose error named the full disk (older files: all restarts)
+                met = f"{sum(r.get('restarted_on_disk_full', r.get('restarted', 0)) for r in mine)} " \
+                    "restarts on DiskFull in process"
             elif s["fault"] == "pg-max-connections":
                 met = f"{sum(r.get('connect_refused', 0) for r in mine)} refused first connections, waited for"
             else:

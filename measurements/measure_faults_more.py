@@ -41,8 +41,11 @@ Faults, one kind per run, each healed (lab/nemesis.py, MORE_FAULTS):
 
 Workload: `--events` credits on 6 partitions, published up front, handler sleep
 `--work-ms`; --faults faults --every-s apart. A worker that exits on its own is started
-again at once, as a supervisor would (its exit code is recorded). Recovery: the consumers
-run on until every event is applied, the lag is 0 and the ledger is still, under a deadline.
+again at once, as a supervisor would (its exit code is recorded), and each fault meets a live
+one. After a fault the run waits for the next credit; if none comes within RESUME_DEADLINE_S
+the run is recorded as stuck (`stuck`), not raised away. Recovery: the consumers run on until
+every event is applied, the lag is 0 and the ledger is still, under a deadline; what never
+came is lost.
 Checker: checker.check, and checker.longest_wait: the longest an account (a partition) went
 without a credit.
 
@@ -65,6 +68,10 @@ from lab import retention as inbox_retention
 from lab.settings import RETENTION_DSN
 
 FAULTS = nemesis.MORE_FAULTS
+# How long a run waits for a credit after a fault (or for every credit, before a fault that needs
+# them all); past it the run is recorded as stuck, and recovery counts what is missing.
+RESUME_DEADLINE_S = 300.0
+DISK_FULL = "No space left on device"  # what the server says when it cannot extend a table (DiskFull, 53100)
 VARIANTS = ("b", "c", "d", "p", "o", "a2")  # a2: auto-commit, 100 messages a poll
 
 
@@ -114,12 +121,18 @@ class Supervised:
             worker.stop()
 
 
-def all_applied_then_stop(pool: Supervised, events: int) -> None:
-    """Wait until every credit is applied, then stop every consumer cleanly (the group is left empty)."""
-    harness.wait_until(lambda: harness.distinct_applied(pool.space.admin) >= events, 300, "every credit applied")
+def all_applied_then_stop(pool: Supervised, events: int) -> int:
+    """Wait until every credit is applied (or RESUME_DEADLINE_S passed), then stop every consumer
+    cleanly (the group is left empty); how many were applied by then. A variant that loses never
+    applies them all: the fault lands anyway, and the checker counts what is missing."""
+    with contextlib.suppress(TimeoutError):
+        harness.wait_until(lambda: pool.supervise() or harness.distinct_applied(pool.space.admin) >= events,
+                           RESUME_DEADLINE_S, "every credit applied")
+    applied = harness.distinct_applied(pool.space.admin)
     for worker in list(pool.live):
         worker.stop()
         pool.live.remove(worker)
+    return applied
 
 
 def forget_some(space, events: list, share: float) -> int:
@@ -135,6 +148,7 @@ def forget_some(space, events: list, share: float) -> int:
 
 def inject(fault: str, pool: Supervised, config: dict, proxy, role: str, later: list, disk, events: list) -> dict:
     """One fault, healed before it returns; what it met."""
+    pool.supervise()  # a consumer that exited since the last look is started again first: the fault meets a live one
     target = pool.live[0]
     if fault.startswith("pause-") and config.get("in_handler"):
         # the tests: pause whichever consumer (or its server process) is stalled inside a transaction
@@ -162,14 +176,14 @@ def inject(fault: str, pool: Supervised, config: dict, proxy, role: str, later: 
             disk.free()
         return {"outage_s": config["outage_s"], "filled_bytes": filled}
     if fault == "offsets-expired":
-        all_applied_then_stop(pool, config["events"])
+        applied = all_applied_then_stop(pool, config["events"])
         forgotten = forget_some(pool.space, events, config["forgotten"]) if config["forgotten"] else 0
         deadline = nemesis.offsets_retention_minutes() * 60 + 900  # and the broker's next check
         waited = nemesis.offsets_expire(pool.space.group, pool.space.topic, config["partitions"], deadline,
                                         delete=config["delete_group"])
         pool.start()
         return {"outage_s": waited, "forgotten": forgotten, "expired_by": "delete" if config["delete_group"]
-                else "retention"}
+                else "retention", "applied_before": applied}
     if fault == "sigterm":
         worker = pool.live[0]
         stopped = nemesis.graceful_stop(worker, config["stop_deadline_s"])
@@ -183,11 +197,11 @@ def inject(fault: str, pool: Supervised, config: dict, proxy, role: str, later: 
             pool.wait(config["outage_s"])
         return {"outage_s": config["outage_s"]}
     if fault == "topic-recreated":
-        all_applied_then_stop(pool, config["events"])
+        applied = all_applied_then_stop(pool, config["events"])
         nemesis.recreate_topic(pool.space.topic)
         harness.produce_events(pool.space.topic, later)
         pool.start()
-        return {"outage_s": 0.0, "republished": len(later)}
+        return {"outage_s": 0.0, "republished": len(later), "applied_before": applied}
     if fault == "lost-commit-reply":
         proxy.arm()
         end = time.monotonic() + 60
@@ -198,6 +212,14 @@ def inject(fault: str, pool: Supervised, config: dict, proxy, role: str, later: 
                 break
         return {"outage_s": 0.0, "dropped": proxy.dropped[-1] if proxy.fired.is_set() else None}
     raise ValueError(fault)
+
+
+def restarts_naming(workers, cause: str) -> int:
+    """The restarts (worker.RESTARTED_LOG) whose logged error names `cause`, over every life."""
+    restarted = harness.COUNTED["restarted"]
+    return sum(1 for w in workers if w.log_path and w.log_path.exists()
+               for line in w.log_path.read_text(errors="replace").splitlines()
+               if restarted.search(line) and cause in line)
 
 
 def small_disk(fault: str):
@@ -250,14 +272,19 @@ def run_once(fault: str, variant: str, run: int, config: dict) -> dict:
                 healed, rows_before = time.monotonic(), harness.ledger_count(space.admin)
                 # until a credit after the fault, or nothing is left to credit: every event applied, or
                 # every message read and its offset committed (a variant that loses leaves no lag either)
-                harness.wait_until(lambda before=rows_before: pool.supervise() or
-                                   harness.ledger_count(space.admin) > before or
-                                   harness.distinct_applied(space.admin) >= target or
-                                   harness.lag(space.group, space.topic) == 0, 300,
-                                   f"a credit after {fault} {k}", interval_s=0.1)
-                fault_log.append({"fault": k, **met, "resume_s": round(time.monotonic() - healed, 2),
-                                  "window": [hit, time.time()]})
+                try:
+                    harness.wait_until(lambda before=rows_before: pool.supervise() or
+                                       harness.ledger_count(space.admin) > before or
+                                       harness.distinct_applied(space.admin) >= target or
+                                       harness.lag(space.group, space.topic) == 0, RESUME_DEADLINE_S,
+                                       f"a credit after {fault} {k}", interval_s=0.1)
+                    resumed = round(time.monotonic() - healed, 2)
+                except TimeoutError:
+                    resumed = None  # stuck: no more faults; recovery below counts what never came
+                fault_log.append({"fault": k, **met, "resume_s": resumed, "window": [hit, time.time()]})
                 results.progress(f"{fault} {variant} run {run}: fault {k} of {config['faults']}: {met}")
+                if resumed is None:
+                    break
             recovery = harness.settle(pool.live, space.admin, len(published), 300.0, space.group, space.topic)
             if not recovery.settled or recovery.crashed:
                 # one more consumer, on the run's role but not through the proxy, drains what is left
@@ -269,6 +296,7 @@ def run_once(fault: str, variant: str, run: int, config: dict) -> dict:
             if proxy is not None:
                 proxy.close()
         counts, _ = checker.tally(pool.all)
+        on_disk_full = restarts_naming(pool.all, DISK_FULL) if fault == "disk-full" else None
         if drained:
             counts.update(drained["counts"])
         verdict = harness.verdict_of(published, space.admin)
@@ -277,10 +305,13 @@ def run_once(fault: str, variant: str, run: int, config: dict) -> dict:
             "faults": len(fault_log), **verdict, "skipped": counts.get("skipped", 0),
             "connect_refused": counts.get("connect_refused", 0), "restarted": counts.get("restarted", 0),
             "reconnected": counts.get("reconnected", 0),
+            **({"restarted_on_disk_full": on_disk_full} if on_disk_full is not None else {}),
             "exits": pool.exits + list(recovery.crashed) + list(drained["crashed"] if drained else ()),
             "lives": len(pool.all) + (1 if drained else 0),
             "longest_wait_s": checker.longest_wait(dict(published), credits),
-            "resume_s": results.stats(f["resume_s"] for f in fault_log) if fault_log else None,
+            "resume_s": results.stats(f["resume_s"] for f in fault_log if f["resume_s"] is not None)
+            if any(f["resume_s"] is not None for f in fault_log) else None,
+            "stuck": sum(f["resume_s"] is None for f in fault_log),
             "settled": drained["settled"] if drained else recovery.settled,
             "wall_s": round(time.monotonic() - started, 1), "fault_log": fault_log,
             "timeline": checker.credit_timeline(credits, [f["window"] for f in fault_log], began)}
