@@ -925,6 +925,8 @@ def faults_more_section() -> str:
                 met = f"{sum(r.get('connect_refused', 0) for r in mine)} refused first connections, waited for"
             else:
                 raise ValueError(f"faults-more.json holds a fault the report does not know: {s['fault']}")
+            if stuck := sum(r.get("stuck", 0) for r in mine):  # no credit within the harness's deadline after a fault
+                met += f"; **{stuck} left the consumers stuck**"
             rows.append(f"| {s['fault']}{note} | {VARIANT_NAMES[s['variant']]} | {s['runs']} | {t['faults']} "
                         f"| {t['duplicates']} | {t['lost']} | {t['skipped']} | {s['exits']} | {met} "
                         f"| {spread(results.stats(longest_still(r['timeline']) for r in mine), 1)} "
