@@ -437,7 +437,29 @@ def pipelined_section() -> str:
                     f"\n\n{t['runs']} runs of {t['events']:,} credits per variant, batches of {t['batch']}, "
                     f"interleaved in another invocation. From `results/throughput-connections.json`: "
                     f"{provenance(two)}.\n")
+    text += "\n" + goal_line(doc, two) + "\n"
     return text
+
+
+P_GOAL = 1.5  # what p was built for: half again d's rate, on this machine
+
+
+def goal_line(one: dict, two: dict | None) -> str:
+    """Whether p met its goal, in one sentence, from the ratios of the files above."""
+    alone = one["summary"]["ratios"].get("p/d")
+    if alone is None:
+        return ""
+    said = (f"p on one connection makes {alone['median']:.2f}× d's rate in the first invocation (median; "
+            f"{alone['min']:.2f}–{alone['max']:.2f}): {'at or past' if alone['median'] >= P_GOAL else 'short of'} the "
+            f"{P_GOAL:g}× p was built for.")
+    both = (two or {}).get("summary", {}).get("ratios", {}).get("p@2/d")
+    if both:
+        d_of = {r["run"]: r["msgs_per_s"] for r in two["runs"] if r["variant"] == "d"}
+        paired = [r["msgs_per_s"] / d_of[r["run"]] for r in two["runs"] if r["variant"] == "p@2" and r["run"] in d_of]
+        passed = sum(x >= P_GOAL for x in paired)
+        said += (f" On two connections (p@2) it makes {both['median']:.2f}× ({both['min']:.2f}–{both['max']:.2f}), "
+                 f"past {P_GOAL:g}× in {passed} of {len(paired)} runs.")
+    return said
 
 
 def events_of_text(config: dict) -> str:
@@ -1143,9 +1165,14 @@ def parallel_section() -> str:
     text = cpu_table(lanes) + markdown_table(["Variant (k@N: N lanes)", "Runs", "msgs/s, median (min–max)",
                            "× c, median of per-run ratios", "Order violations", "Duplicates + lost"], rows)
     c = lanes["config"]
+    per_lane = [(int(name.split("@")[1]), ratios[f"{name}/c"]["median"]) for name in stats
+                if name.startswith("k@") and f"{name}/c" in ratios]
     text += (f"\n\n{c['runs']} runs of {c['events']:,} credits per variant on {c['partitions']} partitions, "
              f"a {c['work_ms']:g} ms handler, interleaved run by run in one invocation. From "
              f"`results/throughput-lanes.json`: {provenance(lanes)}.\n")
+    if per_lane:
+        text += ("\nPer lane, the rate as a share of c's (× c ÷ lanes; 1 would be each lane as fast as c): "
+                 + ", ".join(f"k@{n} {x / n:.2f}" for n, x in sorted(per_lane)) + ".\n")
     faults = []
     if kill := load("kill-k.json"):
         kc = kill["config"]
