@@ -7,7 +7,7 @@
     netlab.py     network namespaces and a relay for the partition faults
     checker.py    pure: (published IDs, effects) -> duplicates, lost, the balance check
     results.py    results files, provenance, the one driver loop
-    report.py     the README's generated tables; charts.py its charts
+    report.py     the README's generated tables; charts.py its charts; claims.py the prose they check
     publishing.py the lab's producers: ready before the first timed send, counted, journaled
     settings.py   every address and role, from the environment
     cli.py        the flags every measurement shares

@@ -17,7 +17,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from lab import charts, cli, results
+from lab import charts, claims, cli, results
 from lab.settings import RESULTS, ROOT
 
 README = ROOT / "README.md"
@@ -1513,6 +1513,7 @@ def main(argv=None) -> int:
     if args.check:
         readme = README.read_text().replace("\n", " ")
         stale += [f"README.md's prose ({fact!r} not found)" for fact in made_facts() if fact not in readme]
+        stale += claims.failing()  # the hand-written sentences that state an outcome, against the results
         if stale:
             print(f"report.py: {', '.join(stale)} out of date with results/; run `python -m lab.report`",
                   file=sys.stderr)

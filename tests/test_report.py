@@ -1,5 +1,5 @@
 """The README's results tables are exactly what report.py makes of results/: no figure typed by hand."""
-from lab import charts, report
+from lab import charts, claims, report
 
 
 def test_readme_tables_match_results():
@@ -100,3 +100,19 @@ def test_a_module_is_split_into_named_parts_and_the_rest():
     assert set(defs) == {"LIMIT", "f"} and len(rest) == 1  # the import; the docstring moves nothing
     again, _ = report.top_level('"""other doc"""\nimport os\nLIMIT = 3\n\n\ndef f():\n    return LIMIT\n')
     assert again == defs  # comments and layout aside
+
+
+def test_a_sentence_the_results_no_longer_bear_out_fails_the_check():
+    page = "docs/frameworks.md"
+    sentence = "**fs-default** duplicates on every run"
+    assert claims.failing([(page, sentence, lambda: True)]) == []
+    [said] = claims.failing([(page, sentence, lambda: False)])
+    assert "no longer bear out" in said
+    [gone] = claims.failing([(page, "a sentence no page holds", lambda: True)])
+    assert "is gone" in gone
+    # a claim whose file is not there yet is not checked, and says nothing
+    assert claims.failing([(page, sentence, lambda: claims.runs("no-such-file.json"))]) == []
+
+
+def test_every_checked_sentence_holds_against_the_committed_results():
+    assert claims.failing() == []
