@@ -44,6 +44,31 @@ def zombie(variant: str, protocol: str = "classic", stall: str = "") -> list[dic
     return runs(f"rebalance-{variant}-{protocol}{stall}.json")
 
 
+def median(name: str, variant: str, field: str = "msgs_per_s") -> float:
+    path = RESULTS / name
+    if not path.exists():
+        raise Missing(name)
+    return json.loads(path.read_text())["summary"]["variants"][variant][field]["median"]
+
+
+def growth(variant: str, id_type: str, rows: int) -> dict:
+    """One row of throughput-inbox.json's growth summary."""
+    path = RESULTS / "throughput-inbox.json"
+    if not path.exists():
+        raise Missing(path.name)
+    return json.loads(path.read_text())["summary"]["growth"][variant][id_type][str(rows)]
+
+
+def gain(pair: str) -> float:
+    """--consumers: the median paired ratio of N processes against one, e.g. gain("c:2/c:1")."""
+    return ratio("throughput-consumers.json", pair)["median"]
+
+
+def spread_hurts(name: str, variants) -> bool:
+    """--accounts: each variant's 10,000-account runs no faster than its 100-account runs (medians)."""
+    return all(ratio(name, f"{v}, 10,000 accounts/{v}, 100 accounts")["median"] <= 1.0 for v in variants)
+
+
 CLAIMS = [
     # M1
     ("docs/caveats.md", "c's zeros do not depend on either",
@@ -82,6 +107,37 @@ CLAIMS = [
     # M3 and #31
     ("docs/throughput.md", "on one connection p reaches most of its own statement's ceiling (p/db)",
      lambda: ratio("throughput-pipelined.json", "p/db")["median"] > 0.5),
+    # more consumers
+    ("docs/throughput.md", "A second process helps c the most, and a third still adds to it",
+     lambda: gain("c:2/c:1") > max(gain("d:2/d:1"), gain("p:2/p:1")) and gain("c:3/c:1") > gain("c:2/c:1")),
+    ("docs/throughput.md", "d gains from a second process and little or nothing from a third",
+     lambda: gain("d:2/d:1") > 1.05 and gain("d:3/d:1") < 1.1 * gain("d:2/d:1")),
+    ("docs/throughput.md", "So p gains least from more processes",
+     lambda: gain("p:3/p:1") < min(gain("c:3/c:1"), gain("d:3/d:1"))),
+    # fewer shared accounts
+    ("docs/throughput.md", "spreading the credits does not make the batched variants faster here",
+     lambda: spread_hurts("throughput-accounts.json", ("d", "p", "p@2", "p-lean", "p-lean@2"))
+     and spread_hurts("throughput-consumers-accounts.json", (f"{v}:{n}" for v in "dp" for n in (1, 2, 3)))),
+    ("docs/throughput.md", "c, which credits one account per transaction either way, hardly notices",
+     lambda: all(0.9 <= ratio("throughput-consumers-accounts.json", f"c:{n}, 10,000 accounts/c:{n}, 100 accounts")[
+         "median"] <= 1.1 for n in (1, 2, 3))),
+    ("docs/throughput.md", "gain no more on 10,000 accounts than on 100 for p",
+     lambda: median("throughput-accounts.json", "p@2, 10,000 accounts") / median("throughput-accounts.json",
+                                                                                "p, 10,000 accounts")
+     <= 1.1 * median("throughput-accounts.json", "p@2, 100 accounts") / median("throughput-accounts.json",
+                                                                               "p, 100 accounts")),
+    # a growing inbox
+    ("docs/throughput.md", "v7 runs d and p faster than v4, and the more so the more IDs the inbox holds",
+     lambda: all(1 < growth(v, "uuid-v7", 10_000_000)["vs_text"]["median"]
+                 < growth(v, "uuid-v7", 50_000_000)["vs_text"]["median"] for v in "dp")),
+    ("docs/throughput.md", "v4 costs d and p a large share of their rate at 10 million and more at 50 million",
+     lambda: all(growth(v, "text", 50_000_000)["vs_empty"]["median"] < growth(v, "text", 10_000_000)["vs_empty"][
+         "median"] < 0.8 for v in "dp")),
+    ("docs/throughput.md", "With v4 the WAL per credit grows many times over",
+     lambda: all(growth(v, "text", 50_000_000)["wal_bytes_per_msg"]["median"]
+                 > 5 * growth(v, "text", 0)["wal_bytes_per_msg"]["median"] for v in "dp")),
+    ("docs/throughput.md", "c barely notices (v7 ÷ v4 within its noise)",
+     lambda: all(0.8 <= growth("c", "uuid-v7", n)["vs_text"]["median"] <= 1.25 for n in (0, 10_000_000, 50_000_000))),
 ]
 
 
