@@ -59,6 +59,14 @@ def growth(variant: str, id_type: str, rows: int) -> dict:
     return json.loads(path.read_text())["summary"]["growth"][variant][id_type][str(rows)]
 
 
+def latency(case: str, field: str = "p50_ms") -> float:
+    """measure_latency: a case's median, e.g. latency("c@200/s")."""
+    path = RESULTS / "latency.json"
+    if not path.exists():
+        raise Missing(path.name)
+    return json.loads(path.read_text())["summary"][case][field]["median"]
+
+
 def gain(pair: str) -> float:
     """--consumers: the median paired ratio of N processes against one, e.g. gain("c:2/c:1")."""
     return ratio("throughput-consumers.json", pair)["median"]
@@ -94,6 +102,20 @@ CLAIMS = [
     # M6, reconnect or exit
     ("README.md", "Neither duplicates nor loses; c starts crediting again a little later",
      lambda: all(r["duplicates"] == r["lost"] == 0 for r in runs("faults-reconnect.json"))),
+    # M6
+    ("docs/faults.md", "No fault cost c or d a credit or a duplicate",
+     lambda: all(r["duplicates"] == r["lost"] == 0 for r in runs("faults.json") if r["variant"] in ("c", "d"))),
+    # M5
+    ("docs/external.md", "Retrying charges twice exactly when the first attempt had landed, and never loses one",
+     lambda: total(runs("external.json", variant="retry"), "lost") == 0),
+    ("docs/external.md", "and never charges twice",
+     lambda: total(runs("external.json", variant="skip"), "duplicates") == 0),
+    # M7b
+    ("docs/eos.md", "in every row b applied each copy (its duplicates are the log's copies) while c and d applied none",
+     lambda: all(r["duplicates"] == r["log_copies"] for r in runs("publish.json", variant="b"))
+     and all(r["duplicates"] == 0 for r in runs("publish.json") if r["variant"] in ("c", "d"))),
+    ("docs/eos.md", "A single producer session with idempotence on wrote no copy",
+     lambda: total(runs("publish.json", source="retries", idempotence="on"), "log_copies") == 0),
     # M9
     ("docs/frameworks.md", "**fs-default** duplicates on every run",
      lambda: all(r["duplicates"] > 0 for r in runs("kill-frameworks.json", variant="fs-default"))),
@@ -107,6 +129,12 @@ CLAIMS = [
     # M3 and #31
     ("docs/throughput.md", "on one connection p reaches most of its own statement's ceiling (p/db)",
      lambda: ratio("throughput-pipelined.json", "p/db")["median"] > 0.5),
+    # latency at fixed loads
+    ("docs/throughput.md", "At the low loads c applies a credit within a few milliseconds; d and p take tens of "
+                           "milliseconds",
+     lambda: all(latency(f"c@{r}/s") < 10 <= latency(f"{v}@{r}/s") < 100 for r in (200, 500) for v in "dp")),
+    ("docs/throughput.md", "That price stays about flat as the load rises",
+     lambda: all(latency(f"{v}@5000/s") < 1.5 * latency(f"{v}@200/s") for v in "dp")),
     # more consumers
     ("docs/throughput.md", "A second process helps c the most, and a third still adds to it",
      lambda: gain("c:2/c:1") > max(gain("d:2/d:1"), gain("p:2/p:1")) and gain("c:3/c:1") > gain("c:2/c:1")),
