@@ -127,7 +127,8 @@ def parse_args(argv=None):
     parser.add_argument("--connections", type=int, default=1, help="p only: statements at once")
     parser.add_argument("--explain", action="store_true", help="end with three lines on what was measured")
     args = parser.parse_args(argv)
-    cli.at_least(parser, args, 1, "runs", "kills", "events", "partitions", "connections")
+    cli.at_least(parser, args, 1, "runs", "kills", "events", "partitions", "connections", "batch", "lanes",
+                 "session_timeout_ms")
     cli.at_least(parser, args, 0, "work_ms")
     local = "kill.json" if args.variant == "all" else f"kill-{args.variant}.json"  # kill-frameworks.json: M9
     post_file = "kill.json" if args.variant in (*POST_VARIANTS, "all") else local

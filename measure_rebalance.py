@@ -147,7 +147,9 @@ def parse_args(argv=None):
     parser.add_argument("--batch", type=int, default=500, help="d and p: messages per transaction")
     parser.add_argument("--lanes", type=int, default=16, help="k only: handlers at once")
     args = parser.parse_args(argv)
-    cli.at_least(parser, args, 1, "runs", "events", "consumers", "partitions", "slow_every")
+    cli.at_least(parser, args, 1, "runs", "events", "consumers", "partitions", "slow_every", "batch", "lanes",
+                 "session_timeout_ms")
+    cli.at_least(parser, args, 0, "work_ms")
     if args.slow_seconds * 1000 <= args.max_poll_interval_ms:
         parser.error("--slow-seconds must outlast --max-poll-interval-ms, or nobody is evicted")
     if args.max_poll_interval_ms < args.session_timeout_ms:

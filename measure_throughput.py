@@ -357,8 +357,8 @@ def parse_args(argv=None):
                           or args.inbox_rows is not None):
         parser.error(f"--accounts takes no --inbox-rows, and none of {', '.join(SELF_TIMED)} (they build their "
                      f"credits for {harness.ACCOUNTS} accounts)")
-    if args.runs < 1 or args.events < 2 or args.partitions < 1 or args.batch < 1:
-        parser.error("need --runs >= 1, --events >= 2, --partitions >= 1 and --batch >= 1")
+    if args.runs < 1 or args.events < 2 or args.partitions < 1 or args.batch < 1 or args.work_ms < 0:
+        parser.error("need --runs >= 1, --events >= 2, --partitions >= 1, --batch >= 1 and --work-ms >= 0")
     args.committed = results.reader_paths(args, "throughput-batch.json" if args.sweep_batch else
                                           "throughput-lanes.json" if args.sweep_lanes else "throughput.json")
     return args

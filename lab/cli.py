@@ -39,6 +39,13 @@ def measurement(description: str, out: str | None, *, events: int | None = None,
     return parser
 
 
+def positive(parser, args, *names: str) -> None:
+    """One line naming the first of `names` (seconds, say) that is not above zero."""
+    for name in names:
+        if getattr(args, name) <= 0:
+            parser.error(f"--{name.replace('_', '-')} must be positive")
+
+
 def whole_numbers(text: str, least: int, what: str) -> list[int]:
     """A comma-separated list of whole numbers of at least `least`, or one line naming what is wrong."""
     try:

@@ -200,6 +200,8 @@ def measured_by(doc: dict) -> str:
             if path.startswith("lab/") and Path(path).stem in BY_FUNCTION:
                 if names := used_and_changed(path, commit, files):
                     changed.add(f"{path} ({', '.join(sorted(names, key=str.lower))})")
+            elif path == script and changed_names(path, commit) <= FLAGS_ONLY:
+                pass  # only its flags' checks changed: the file records the config its runs used
             else:
                 changed.add(path)
     return f"code: commit {named}" + (f"; **changed since: {', '.join(sorted(changed))}**" if changed else "")
@@ -231,20 +233,37 @@ def top_level(source: str) -> tuple[dict[str, str], list[str]]:
     return defs, rest
 
 
-def used_and_changed(path: str, commit: str, files) -> set[str]:
-    """The names in `path` that changed since `commit` and that `files` use: "module" when what
-    changed is not a function or a class."""
+# A measurement's parse_args reads and checks its flags; what the runs were given is in the
+# file's config, so a stricter check of a flag moves none of its figures.
+FLAGS_ONLY = {"parse_args"}
+
+
+def changed_names(path: str, commit: str) -> set[str]:
+    """The top-level names of `path` that differ between `commit` and now: {"module"} when
+    something other than a function, class or constant did (or the file is new or gone)."""
     old = subprocess.run(["git", "-C", str(ROOT), "show", f"{commit}:{path}"], capture_output=True, text=True)
     if old.returncode != 0 or not (ROOT / path).exists():
         return {"module"}
-    (old_defs, old_rest), (new_defs, new_rest) = top_level(old.stdout), top_level((ROOT / path).read_text())
+    return names_changed(old.stdout, (ROOT / path).read_text())
+
+
+def names_changed(before: str, after: str) -> set[str]:
+    (old_defs, old_rest), (new_defs, new_rest) = top_level(before), top_level(after)
     if old_rest != new_rest:
         return {"module"}
-    changed = {name for name in old_defs.keys() | new_defs.keys() if old_defs.get(name) != new_defs.get(name)}
-    return changed & used_names(path, files, new_defs.keys() | old_defs.keys())
+    return {name for name in old_defs.keys() | new_defs.keys() if old_defs.get(name) != new_defs.get(name)}
 
 
-def used_names(path: str, files, names) -> set[str]:
+def used_and_changed(path: str, commit: str, files) -> set[str]:
+    """The names in `path` that changed since `commit` and that `files` use: "module" when what
+    changed is not a function or a class."""
+    changed = changed_names(path, commit)
+    if "module" in changed:
+        return changed
+    return changed & used_names(path, files)
+
+
+def used_names(path: str, files) -> set[str]:
     """The top-level names of module `path` that `files` refer to (module.name, or from-imported),
     and those their bodies refer to in turn."""
     module, roots = Path(path).stem, set()
@@ -265,7 +284,7 @@ def used_names(path: str, files, names) -> set[str]:
             bodies.update({t.id: node for t in node.targets if isinstance(t, ast.Name)})
         elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
             bodies[node.target.id] = node
-    used, todo = set(), roots & set(names)
+    used, todo = set(), roots & set(bodies)
     while todo:
         name = todo.pop()
         used.add(name)

@@ -142,7 +142,7 @@ def parse_args(argv=None):
     parser.add_argument("--every", type=int, default=100, help="input messages per Kafka transaction")
     parser.add_argument("--session-timeout-ms", type=int, default=6000)
     args = parser.parse_args(argv)
-    cli.at_least(parser, args, 1, "runs", "kills", "planted", "events", "partitions", "every")
+    cli.at_least(parser, args, 1, "runs", "kills", "planted", "events", "partitions", "every", "session_timeout_ms")
     cli.at_least(parser, args, 0, "work_ms")
     return args
 

@@ -156,7 +156,10 @@ def parse_args(argv=None):
                         help="crash between the claim and the call of every N-th event (ext only)")
     parser.add_argument("--session-timeout-ms", type=int, default=6000)
     args = parser.parse_args(argv)
-    cli.at_least(parser, args, 1, "runs", "kills", "events", "partitions", "crash_every", "crash_before_every")
+    cli.at_least(parser, args, 1, "runs", "kills", "events", "partitions", "crash_every", "crash_before_every",
+                 "session_timeout_ms")
+    cli.at_least(parser, args, 0, "work_ms")
+    cli.positive(parser, args, "lease_s")
     return args
 
 

@@ -149,7 +149,10 @@ def parse_args(argv=None):
     parser.add_argument("--producer-batching", action="store_true",
                         help="share-lock: publish with the producer's usual batching (default: one record a batch)")
     args = parser.parse_args(argv)
-    cli.at_least(parser, args, 1, "runs", "events", "partitions", "faults")
+    cli.at_least(parser, args, 1, "runs", "events", "partitions", "faults", "session_timeout_ms",
+                 "max_poll_interval_ms", "batch", "slow_every")
+    cli.at_least(parser, args, 0, "work_ms", "max_poll_records", "lock_ms")
+    cli.positive(parser, args, "every_s", "outage_s", "overrun_s")
     if args.fault.startswith("partition") and args.outage_s * 1000 <= args.session_timeout_ms:
         parser.error("--outage-s must outlast the session timeout, or nobody is evicted")
     if args.fault == "share-lock" and not set(args.variant) <= {"b", "c"}:

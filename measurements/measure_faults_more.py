@@ -362,7 +362,10 @@ def parse_args(argv=None):
     parser.add_argument("--max-poll-interval-ms", type=int, default=10000)
     parser.add_argument("--batch", type=int, default=100, help="d and p only")
     args = parser.parse_args(argv)
-    cli.at_least(parser, args, 1, "runs", "events", "partitions", "faults")
+    cli.at_least(parser, args, 1, "runs", "events", "partitions", "faults", "batch", "session_timeout_ms",
+                 "max_poll_interval_ms")
+    cli.at_least(parser, args, 0, "work_ms", "idle_tx_timeout_ms")
+    cli.positive(parser, args, "every_s", "pause_s", "outage_s", "stop_deadline_s")
     if args.fault == "pause-consumer" and args.pause_s * 1000 <= args.session_timeout_ms:
         parser.error("--pause-s must outlast the session timeout, or nobody is evicted")
     if args.fault == "pause-postgres" and args.pause_s * 1000 <= args.max_poll_interval_ms:

@@ -175,7 +175,7 @@ def parse_args(argv=None):
     cli.at_least(parser, args, 1, "runs", "partitions", "batch")
     if args.seconds <= 0:
         parser.error("--seconds must be positive")
-    if args.load is not None and args.capacity_events < 2:
+    if args.capacity_events < 2:
         parser.error("--capacity-events must be at least 2")
     return args
 

@@ -116,3 +116,11 @@ def test_a_sentence_the_results_no_longer_bear_out_fails_the_check():
 
 def test_every_checked_sentence_holds_against_the_committed_results():
     assert claims.failing() == []
+
+
+def test_a_stricter_flag_check_flags_no_figure_but_any_other_change_does():
+    before = "import sys\n\ndef run_once(x):\n    return x\n\ndef parse_args(argv):\n    return argv\n"
+    stricter = before.replace("    return argv\n", "    if not argv:\n        raise SystemExit(2)\n    return argv\n")
+    assert report.names_changed(before, stricter) == {"parse_args"} <= report.FLAGS_ONLY
+    assert report.names_changed(before, before.replace("return x", "return x + 1")) == {"run_once"}
+    assert report.names_changed(before, before.replace("import sys", "import os")) == {"module"}
