@@ -16,24 +16,26 @@ import json
 from lab.settings import RESULTS, ROOT
 
 
-def runs(name: str, **where) -> list[dict]:
-    """The runs of results/NAME whose fields equal `where`; Missing if the file is not there."""
+class Missing(Exception):
+    """A claim's results file is not there: the claim is not checked."""
+
+
+def document(name: str) -> dict:
+    """results/NAME; Missing if it is not there."""
     path = RESULTS / name
     if not path.exists():
         raise Missing(name)
-    return [r for r in json.loads(path.read_text())["runs"] if all(r.get(k) == v for k, v in where.items())]
+    return json.loads(path.read_text())
+
+
+def runs(name: str, **where) -> list[dict]:
+    """The runs of results/NAME whose fields equal `where`."""
+    return [r for r in document(name)["runs"] if all(r.get(k) == v for k, v in where.items())]
 
 
 def ratio(name: str, pair: str) -> dict:
     """A file's paired ratio (median, min, max), e.g. ratio("throughput.json", "c/b")."""
-    path = RESULTS / name
-    if not path.exists():
-        raise Missing(name)
-    return json.loads(path.read_text())["summary"]["ratios"][pair]
-
-
-class Missing(Exception):
-    """A claim's results file is not there: the claim is not checked."""
+    return document(name)["summary"]["ratios"][pair]
 
 
 def total(rows: list[dict], field: str) -> int:
@@ -45,26 +47,18 @@ def zombie(variant: str, protocol: str = "classic", stall: str = "") -> list[dic
 
 
 def median(name: str, variant: str, field: str = "msgs_per_s") -> float:
-    path = RESULTS / name
-    if not path.exists():
-        raise Missing(name)
-    return json.loads(path.read_text())["summary"]["variants"][variant][field]["median"]
+    """A throughput file's median for one variant."""
+    return document(name)["summary"]["variants"][variant][field]["median"]
 
 
 def growth(variant: str, id_type: str, rows: int) -> dict:
     """One row of throughput-inbox.json's growth summary."""
-    path = RESULTS / "throughput-inbox.json"
-    if not path.exists():
-        raise Missing(path.name)
-    return json.loads(path.read_text())["summary"]["growth"][variant][id_type][str(rows)]
+    return document("throughput-inbox.json")["summary"]["growth"][variant][id_type][str(rows)]
 
 
 def latency(case: str, field: str = "p50_ms") -> float:
     """measure_latency: a case's median, e.g. latency("c@200/s")."""
-    path = RESULTS / "latency.json"
-    if not path.exists():
-        raise Missing(path.name)
-    return json.loads(path.read_text())["summary"][case][field]["median"]
+    return document("latency.json")["summary"][case][field]["median"]
 
 
 def gain(pair: str) -> float:
