@@ -1340,9 +1340,18 @@ def claims_section() -> str:
         rows.append(["A framework's defaults are auto-commit: duplicates on a kill (FastStream)",
                      "argued, not measured",
                      f"fs-default {spread(default['duplicates'])} duplicates a run; with the inbox in its handler "
-                     f"{inbox['duplicates']['max']} duplicates, {inbox['lost']['max']} lost",
+                     f"at most {inbox['duplicates']['max']} duplicates and {inbox['lost']['max']} lost a run",
                      ("holds" if default["duplicates"]["min"] > 0 else "differs")
                      + ("; but under ACK the inbox cannot stop a loss (M9)" if inbox["lost"]["max"] else "")])
+    if frameworks and "qx-eos-keyed" in frameworks["summary"]:
+        keyed = frameworks["summary"]["qx-eos-keyed"]
+        rows.append(["A sink keyed on the event ID makes an insert idempotent, never an increment (Quix "
+                     "Streams' exactly-once with its PostgreSQL sink)", "argued, not measured",
+                     f"qx-eos-keyed: at most {keyed['duplicates']['max']} duplicate rows and {keyed['lost']['max']} "
+                     f"lost a run; balances exact in {keyed['balances_exact_runs']} of {keyed['runs']} runs (the "
+                     "sink writes rows, and credits no account)",
+                     "holds" if keyed["duplicates"]["max"] == keyed["lost"]["max"] == 0
+                     and keyed["balances_exact_runs"] == 0 else "differs"])
     more = load("faults-more.json")
     if more and {"lost-commit-reply/b", "lost-commit-reply/c"} <= set(more["summary"]):
         b, c = more["summary"]["lost-commit-reply/b"]["totals"], more["summary"]["lost-commit-reply/c"]["totals"]
