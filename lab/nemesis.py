@@ -439,12 +439,16 @@ def pause(pid: int, seconds: float, watch: dict | None = None) -> dict:
     returned: name -> whether it ever answered True while the process stood still."""
     seen = {name: False for name in watch or {}}
     end = time.monotonic() + seconds
+    # Signals go through a pidfd: if the process dies while it stands still (a harness kills
+    # it, Postgres reaps a backend), its pid may be reused, and a SIGCONT by number would then
+    # reach a stranger. A pidfd names this process only.
+    pidfd = os.pidfd_open(pid)
     # The SIGCONT is a timer's, not the loop's: a look that blocks on the stopped process (a
     # query that waits on its locks) must not stretch the pause past `seconds`.
-    resume = threading.Timer(seconds, _continue, (pid,))
-    os.kill(pid, signal.SIGSTOP)
-    resume.start()
+    resume = threading.Timer(seconds, _continue, (pidfd,))
     try:
+        signal.pidfd_send_signal(pidfd, signal.SIGSTOP)
+        resume.start()
         time.sleep(min(0.5, seconds))
         while time.monotonic() < end and resume.is_alive():
             for name, look in (watch or {}).items():
@@ -452,13 +456,15 @@ def pause(pid: int, seconds: float, watch: dict | None = None) -> dict:
             time.sleep(max(0.0, min(0.25, end - time.monotonic())))
     finally:
         resume.cancel()
-        _continue(pid)
+        resume.join()  # a timer already running has sent its SIGCONT before the pidfd closes
+        _continue(pidfd)
+        os.close(pidfd)
     return seen
 
 
-def _continue(pid: int) -> None:
+def _continue(pidfd: int) -> None:
     with contextlib.suppress(ProcessLookupError):  # it may have been killed while it stood still
-        os.kill(pid, signal.SIGCONT)
+        signal.pidfd_send_signal(pidfd, signal.SIGCONT)
 
 
 def idle_in_transaction(application_name: str) -> bool:
@@ -552,7 +558,15 @@ class CommitReplyDropper:
     ROW_COUNTED = ("INSERT", "UPDATE", "DELETE", "MERGE")  # tags that end in the rows they changed
     # A SELECT wrote only if its statement did (a data-modifying WITH, as p's one statement is):
     # the client's side of the wire says which, statement by statement
+    # ("FOR UPDATE" is a lock, not a write: it is cut out before the search.) A function that
+    # writes, called from a plain SELECT, is not seen; no consumer here does that, or COPY.
     WRITES = re.compile(rb"\b(INSERT|UPDATE|DELETE|MERGE)\b", re.IGNORECASE)
+    ROW_LOCKS = re.compile(rb"\bFOR\s+(NO\s+KEY\s+UPDATE|UPDATE|KEY\s+SHARE|SHARE)\b", re.IGNORECASE)
+
+    @classmethod
+    def writes(cls, statement: bytes) -> bool:
+        """Whether a statement's text asks to change rows (a data-modifying WITH included)."""
+        return bool(cls.WRITES.search(cls.ROW_LOCKS.sub(b" ", statement)))
 
     @classmethod
     def wrote_rows(cls, tag: str, asked_to_write: bool) -> bool:
@@ -649,10 +663,10 @@ class CommitReplyDropper:
                     kind, body = buffer[start:start + 1], bytes(buffer[start + 5:start + 1 + length])
                     start += 1 + length
                     if kind == b"Q":
-                        writes.append(bool(self.WRITES.search(body)))
+                        writes.append(self.writes(body))
                     elif kind == b"P":  # Parse: statement name, query text
                         name, _, rest = body.partition(b"\0")
-                        prepared[name] = bool(self.WRITES.search(rest.split(b"\0", 1)[0]))
+                        prepared[name] = self.writes(rest.split(b"\0", 1)[0])
                         current = current or prepared[name]
                     elif kind == b"B":  # Bind: portal name, statement name
                         statement = body.split(b"\0", 2)[1]
@@ -674,6 +688,7 @@ class CommitReplyDropper:
         # first, since the start of a session (its authentication) is never held
         between = session_started = False
         wrote_rows = False  # the open transaction (or the exchange in hand) changed a row
+        failed = False  # the exchange in hand has had an ErrorResponse
         try:
             while data := server.recv(65536):
                 buffer += data
@@ -694,12 +709,17 @@ class CommitReplyDropper:
                         client.sendall(message)
                     if kind == b"C":  # CommandComplete: its tag, e.g. b"INSERT 0 1\0"
                         tags.append(body.rstrip(b"\0").decode(errors="replace"))
+                    if kind == b"E":  # ErrorResponse: this exchange's transaction did not commit
+                        failed = True
                     if kind != b"Z":
                         continue
                     # the session's first ReadyForQuery answers its start-up, not an exchange
                     asked_to_write = writes.popleft() if session_started and writes else False
                     wrote_rows = wrote_rows or any(self.wrote_rows(tag, asked_to_write) for tag in tags)
-                    if body == b"E":  # the transaction failed: nothing it did will commit
+                    # 'E': the transaction failed, nothing it did will commit; an error with 'I'
+                    # (a COMMIT the server refused, a failed statement outside a transaction)
+                    # ended it rolled back: either way there is no commit whose reply to drop
+                    if body == b"E" or failed:
                         wrote_rows = False
                     if held is not None and body == b"I" and wrote_rows and self._claim_drop(tags):
                         return  # the server has committed; the client never hears of it
@@ -707,7 +727,7 @@ class CommitReplyDropper:
                         client.sendall(held)
                     if body == b"I":  # no transaction open any more: the next one starts clean
                         wrote_rows = False
-                    held, tags, between, session_started = None, [], True, True
+                    held, tags, between, session_started, failed = None, [], True, True, False
                 del buffer[:start]
         except OSError:
             pass

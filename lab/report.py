@@ -114,10 +114,12 @@ def provenance(doc: dict) -> str:
 # counts, and the measurement itself with the lab modules it brings (added per file, see
 # script_code). A change to any of them after a run flags it.
 CONSUMER_AND_HARNESS = ("consume.py", "publish.py", "schema.sql", "variants/common.py", "lab/worker.py",
-                        "lab/harness.py", "lab/checker.py")
+                        "lab/harness.py", "lab/checker.py", "lab/grants.sql", "lab/more_variants.py")
 # The lab's modules that make or count what a measurement measures, when its script imports them
 # (cli, results, settings and stack parse flags, keep files and start services: no figure moves).
 MEASURING_MODULES = ("nemesis", "netlab", "cpu", "retention", "layouts", "publishing")
+# What a measuring module reads at run time beside its code.
+MODULE_DATA = {"retention": ("retention.sql",)}
 # The files beyond those that a variant's worker runs; a variant not named here (or a file
 # whose runs name none) is checked against the whole variants/ folder.
 VARIANT_CODE = {
@@ -148,7 +150,7 @@ def code_of(runs: list[dict], harness: str | None = None) -> tuple[str, ...]:
         return NO_CONSUMER[harness]
     named = {(r.get("variant") or "").partition(":")[0].partition("@")[0] or None for r in runs}  # p@2:3 is p
     if not named <= set(VARIANT_CODE):  # the frameworks and shortcuts (lab/more_variants.py), or unnamed
-        return (*CONSUMER_AND_HARNESS, "variants", "lab/more_variants.py")
+        return (*CONSUMER_AND_HARNESS, "variants")
     return (*CONSUMER_AND_HARNESS, *sorted({path for v in named for path in VARIANT_CODE[v]}))
 
 
@@ -177,7 +179,8 @@ def script_code(script: str) -> tuple[str, ...]:
             continue
         seen.add(name)
         todo |= lab_imports(module) - seen
-    return (script, *(f"lab/{name}.py" for name in MEASURING_MODULES if name in seen))
+    return (script, *(f"lab/{name}.py" for name in MEASURING_MODULES if name in seen),
+            *(data for name in MEASURING_MODULES if name in seen for data in MODULE_DATA.get(name, ())))
 
 
 def measured_by(doc: dict) -> str:
@@ -200,7 +203,7 @@ def measured_by(doc: dict) -> str:
             if path.startswith("lab/") and Path(path).stem in BY_FUNCTION:
                 if names := used_and_changed(path, commit, files):
                     changed.add(f"{path} ({', '.join(sorted(names, key=str.lower))})")
-            elif path == script and changed_names(path, commit) <= FLAGS_ONLY:
+            elif path == script and only_flag_checks_changed(path, commit):
                 pass  # only its flags' checks changed: the file records the config its runs used
             else:
                 changed.add(path)
@@ -211,7 +214,7 @@ def measured_by(doc: dict) -> str:
 # measurements, each of which uses a few of its functions. A change to a function or constant
 # that a file's code never names, directly or through the module's own functions, does not move
 # that file's figures; any other change (an import, a statement) counts as touching them all.
-BY_FUNCTION = (*MEASURING_MODULES, "harness")
+BY_FUNCTION = (*MEASURING_MODULES, "harness", "more_variants")  # more_variants: the worker and harness name a few
 
 
 def top_level(source: str) -> tuple[dict[str, str], list[str]]:
@@ -222,20 +225,48 @@ def top_level(source: str) -> tuple[dict[str, str], list[str]]:
     if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
         body = body[1:]  # the module's docstring moves no figure
     for node in body:
+        # a name bound twice keeps both bindings: a change to either is a change to the name
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            defs[node.name] = ast.dump(node)
+            defs[node.name] = defs.get(node.name, "") + ast.dump(node)
         elif isinstance(node, (ast.Assign, ast.AnnAssign)) and all(
                 isinstance(t, ast.Name) for t in (node.targets if isinstance(node, ast.Assign) else [node.target])):
             for target in node.targets if isinstance(node, ast.Assign) else [node.target]:
-                defs[target.id] = ast.dump(node)  # a constant: used where its name is
+                defs[target.id] = defs.get(target.id, "") + ast.dump(node)  # a constant: used where its name is
         else:
             rest.append(ast.dump(node))
     return defs, rest
 
 
 # A measurement's parse_args reads and checks its flags; what the runs were given is in the
-# file's config, so a stricter check of a flag moves none of its figures.
+# file's config, so a stricter check of a flag moves none of its figures. Not so a changed
+# default: a config that leaves out a flag at its default would not show it (flag_defaults).
 FLAGS_ONLY = {"parse_args"}
+
+
+def flag_defaults(source: str) -> list[str]:
+    """Each add_argument call of parse_args: its flag names and what sets its value when the
+    flag is not given or how it is read (default, const, action, type), in order."""
+    calls = []
+    for node in ast.parse(source).body:
+        if isinstance(node, ast.FunctionDef) and node.name in FLAGS_ONLY:
+            for call in ast.walk(node):
+                if isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) and \
+                        call.func.attr == "add_argument":
+                    setting = sorted(ast.unparse(k) for k in call.keywords if k.arg in ("default", "const", "action", "type"))
+                    calls.append(f"{[ast.unparse(a) for a in call.args]} {setting}")
+    return calls
+
+
+def only_flag_checks_changed(path: str, commit: str) -> bool:
+    """Whether `path` changed since `commit` in its parse_args alone (or in no name at all),
+    its flags' defaults kept."""
+    changed = changed_names(path, commit)
+    if not changed <= FLAGS_ONLY:
+        return False
+    if not changed:
+        return True
+    old = subprocess.run(["git", "-C", str(ROOT), "show", f"{commit}:{path}"], capture_output=True, text=True)
+    return old.returncode == 0 and flag_defaults(old.stdout) == flag_defaults((ROOT / path).read_text())
 
 
 def changed_names(path: str, commit: str) -> set[str]:
@@ -266,16 +297,31 @@ def used_and_changed(path: str, commit: str, files) -> set[str]:
 def used_names(path: str, files) -> set[str]:
     """The top-level names of module `path` that `files` refer to (module.name, or from-imported),
     and those their bodies refer to in turn."""
-    module, roots = Path(path).stem, set()
+    dotted = ".".join(Path(path).with_suffix("").parts)  # lab/retention.py -> lab.retention
+    parent, _, stem = dotted.rpartition(".")
+    roots, imported = set(), False
     for other in files:
         source = ROOT / other
         if other == path or source.suffix != ".py" or not source.exists():
             continue
-        for node in ast.walk(ast.parse(source.read_text())):
-            if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == module:
-                roots.add(node.attr)
-            elif isinstance(node, ast.ImportFrom) and node.module == f"lab.{module}":
+        tree = ast.parse(source.read_text())
+        # the names this file binds to the module: `import lab.x`, `import lab.x as y`,
+        # `from lab import x`, `from lab import x as y` (and a top-level module by its own name)
+        local = set()
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                for alias in node.names:
+                    if alias.name == dotted:
+                        local.add(alias.asname or dotted)
+            elif isinstance(node, ast.ImportFrom) and (node.module or "") == parent and parent:
+                local |= {alias.asname or alias.name for alias in node.names if alias.name == stem}
+            elif isinstance(node, ast.ImportFrom) and node.module == dotted:
                 roots |= {alias.name for alias in node.names}
+                imported = True
+        imported = imported or bool(local)
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Attribute) and ast.unparse(node.value) in local:
+                roots.add(node.attr)
     bodies = {}
     for node in ast.parse((ROOT / path).read_text()).body:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
@@ -284,6 +330,8 @@ def used_names(path: str, files) -> set[str]:
             bodies.update({t.id: node for t in node.targets if isinstance(t, ast.Name)})
         elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
             bodies[node.target.id] = node
+    if imported and not roots & set(bodies):  # imported, but used in a way not read here: all of it counts
+        return set(bodies)
     used, todo = set(), roots & set(bodies)
     while todo:
         name = todo.pop()

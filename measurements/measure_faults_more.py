@@ -110,6 +110,15 @@ class Supervised:
                 worker.stop()
                 self.replace(worker)
 
+    def working(self, events: int, timeout_s: float = 60.0) -> bool:
+        """Wait (bounded) until every live consumer applied a credit, or none is left to apply:
+        one started again since the last look has nothing in flight, and a fault that met it
+        would meet nothing. Whether they all were at work."""
+        with contextlib.suppress(TimeoutError):
+            harness.wait_until(lambda: self.supervise() or all(w.first_effect.is_set() for w in self.live) or
+                               harness.distinct_applied(self.space.admin) >= events, timeout_s, "consumers at work")
+        return all(w.first_effect.is_set() for w in self.live)
+
     def wait(self, seconds: float) -> None:
         end = time.monotonic() + seconds
         while time.monotonic() < end:
@@ -121,18 +130,24 @@ class Supervised:
             worker.stop()
 
 
-def all_applied_then_stop(pool: Supervised, events: int) -> int:
-    """Wait until every credit is applied (or RESUME_DEADLINE_S passed), then stop every consumer
-    cleanly (the group is left empty); how many were applied by then. A variant that loses never
-    applies them all: the fault lands anyway, and the checker counts what is missing."""
-    with contextlib.suppress(TimeoutError):
-        harness.wait_until(lambda: pool.supervise() or harness.distinct_applied(pool.space.admin) >= events,
-                           RESUME_DEADLINE_S, "every credit applied")
-    applied = harness.distinct_applied(pool.space.admin)
+def all_applied_then_stop(pool: Supervised, events: int) -> tuple[int, bool]:
+    """Wait until every credit is applied, or every message is read and its offset committed (a
+    variant that loses leaves no lag either), or RESUME_DEADLINE_S passed; then stop every
+    consumer cleanly (the group is left empty). Returns how many were applied by then, and
+    whether the consumers were stuck (the deadline passed). The fault lands anyway, and the
+    checker counts what is missing."""
+    space = pool.space
+    try:
+        harness.wait_until(lambda: pool.supervise() or harness.distinct_applied(space.admin) >= events or
+                           harness.lag(space.group, space.topic) == 0, RESUME_DEADLINE_S, "every credit applied")
+        stuck = False
+    except TimeoutError:
+        stuck = True
+    applied = harness.distinct_applied(space.admin)
     for worker in list(pool.live):
         worker.stop()
         pool.live.remove(worker)
-    return applied
+    return applied, stuck
 
 
 def forget_some(space, events: list, share: float) -> int:
@@ -148,7 +163,9 @@ def forget_some(space, events: list, share: float) -> int:
 
 def inject(fault: str, pool: Supervised, config: dict, proxy, role: str, later: list, disk, events: list) -> dict:
     """One fault, healed before it returns; what it met."""
-    pool.supervise()  # a consumer that exited since the last look is started again first: the fault meets a live one
+    # a consumer that exited since the last look is started again first, and given time to
+    # reach its work: the fault meets a live consumer with something in flight
+    at_work = pool.working(config["events"])
     target = pool.live[0]
     if fault.startswith("pause-") and config.get("in_handler"):
         # the tests: pause whichever consumer (or its server process) is stalled inside a transaction
@@ -161,13 +178,14 @@ def inject(fault: str, pool: Supervised, config: dict, proxy, role: str, later: 
             "in_transaction": lambda: nemesis.idle_in_transaction(target.application_name),
             # another consumer of the run waiting on a row lock (the paused one's inbox row)
             "lock_waited": lambda: nemesis.waiting_on_a_lock(role)})
-        return {"outage_s": config["pause_s"], **seen}
+        return {"outage_s": config["pause_s"], "at_work": at_work, **seen}
     if fault == "pause-postgres":
         backend = harness.wait_until(lambda: nemesis.backend_of(target.application_name), 60,
                                      "the consumer's server process")
         seen = nemesis.pause(backend["pid"], config["pause_s"], watch={
             "lock_waited": lambda: nemesis.waiting_on_a_lock(role)})
-        return {"outage_s": config["pause_s"], "state": backend["state"], "query": backend["query"], **seen}
+        return {"outage_s": config["pause_s"], "at_work": at_work, "state": backend["state"],
+                "query": backend["query"], **seen}
     if fault == "disk-full":
         filled = disk.fill()
         try:
@@ -176,14 +194,14 @@ def inject(fault: str, pool: Supervised, config: dict, proxy, role: str, later: 
             disk.free()
         return {"outage_s": config["outage_s"], "filled_bytes": filled}
     if fault == "offsets-expired":
-        applied = all_applied_then_stop(pool, config["events"])
+        applied, stuck = all_applied_then_stop(pool, config["events"])
         forgotten = forget_some(pool.space, events, config["forgotten"]) if config["forgotten"] else 0
         deadline = nemesis.offsets_retention_minutes() * 60 + 900  # and the broker's next check
         waited = nemesis.offsets_expire(pool.space.group, pool.space.topic, config["partitions"], deadline,
                                         delete=config["delete_group"])
         pool.start()
         return {"outage_s": waited, "forgotten": forgotten, "expired_by": "delete" if config["delete_group"]
-                else "retention", "applied_before": applied}
+                else "retention", "applied_before": applied, "stuck_before": stuck}
     if fault == "sigterm":
         worker = pool.live[0]
         stopped = nemesis.graceful_stop(worker, config["stop_deadline_s"])
@@ -197,11 +215,11 @@ def inject(fault: str, pool: Supervised, config: dict, proxy, role: str, later: 
             pool.wait(config["outage_s"])
         return {"outage_s": config["outage_s"]}
     if fault == "topic-recreated":
-        applied = all_applied_then_stop(pool, config["events"])
+        applied, stuck = all_applied_then_stop(pool, config["events"])
         nemesis.recreate_topic(pool.space.topic)
         harness.produce_events(pool.space.topic, later)
         pool.start()
-        return {"outage_s": 0.0, "republished": len(later), "applied_before": applied}
+        return {"outage_s": 0.0, "republished": len(later), "applied_before": applied, "stuck_before": stuck}
     if fault == "lost-commit-reply":
         proxy.arm()
         end = time.monotonic() + 60
@@ -311,7 +329,8 @@ def run_once(fault: str, variant: str, run: int, config: dict) -> dict:
             "longest_wait_s": checker.longest_wait(dict(published), credits),
             "resume_s": results.stats(f["resume_s"] for f in fault_log if f["resume_s"] is not None)
             if any(f["resume_s"] is not None for f in fault_log) else None,
-            "stuck": sum(f["resume_s"] is None for f in fault_log),
+            # a fault after which nothing resumed, or whose run's first part never finished
+            "stuck": sum(f["resume_s"] is None or f.get("stuck_before", False) for f in fault_log),
             "settled": drained["settled"] if drained else recovery.settled,
             "wall_s": round(time.monotonic() - started, 1), "fault_log": fault_log,
             "timeline": checker.credit_timeline(credits, [f["window"] for f in fault_log], began)}

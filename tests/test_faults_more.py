@@ -10,6 +10,7 @@ from pathlib import Path
 
 import psycopg
 import pytest
+from psycopg import sql
 
 from lab import nemesis, stack
 from measurements import measure_faults_more
@@ -247,15 +248,66 @@ def test_the_dropper_lets_a_transaction_that_changed_nothing_through(dropper, co
     assert conn.execute("SELECT count(*) FROM processed_messages").fetchone()[0] == 2
 
 
+def test_the_dropper_lets_a_commit_the_server_refused_through(dropper, conn, dsn):
+    # a COMMIT that fails on the server (here a deferred unique check) ends with an error and
+    # status 'I': nothing committed, so there is no reply whose loss could duplicate anything
+    conn.execute("CREATE TABLE deferred_check (k int UNIQUE DEFERRABLE INITIALLY DEFERRED)")
+    with psycopg.connect(dropper.dsn(dsn), autocommit=True) as other:
+        conn.execute(sql.SQL("GRANT SELECT, INSERT ON deferred_check TO {}").format(sql.Identifier(other.info.user)))
+        dropper.arm()
+        with pytest.raises(psycopg.errors.UniqueViolation):
+            with other.transaction():
+                other.execute("INSERT INTO deferred_check VALUES (1)")
+                other.execute("INSERT INTO deferred_check VALUES (1)")
+        assert not dropper.fired.is_set()
+        # a failed statement outside a transaction ('E' response, then 'I') is let through too
+        with pytest.raises(psycopg.errors.UniqueViolation):
+            other.execute("INSERT INTO processed_messages (consumer, message_id) VALUES ('t', 'x'), ('t', 'x')")
+        assert not dropper.fired.is_set()
+        # and a transaction that failed half-way ('E'), then rolled back
+        with pytest.raises(psycopg.errors.DivisionByZero):
+            with other.transaction():
+                other.execute("INSERT INTO processed_messages (consumer, message_id) VALUES ('t', 'y')")
+                other.execute("SELECT 1 / 0")
+        assert not dropper.fired.is_set()
+        with pytest.raises(psycopg.OperationalError):  # the next write that commits is the one
+            with other.transaction():
+                other.execute("INSERT INTO deferred_check VALUES (2)")
+    assert dropper.dropped == ["COMMIT"]
+    assert conn.execute("SELECT count(*) FROM deferred_check").fetchone()[0] == 1
+    assert conn.execute("SELECT count(*) FROM processed_messages").fetchone()[0] == 0
+
+
+def test_the_dropper_counts_a_row_lock_as_no_write(dropper, conn, dsn):
+    # d locks its accounts FOR UPDATE first; when every message of its batch then meets its inbox
+    # row, the transaction changed nothing and its COMMIT is not the fault's to drop
+    conn.execute("INSERT INTO processed_messages (consumer, message_id) VALUES ('t', 'seen')")
+    with psycopg.connect(dropper.dsn(dsn), autocommit=True) as other:
+        dropper.arm()
+        with other.transaction():
+            other.execute("SELECT * FROM accounts WHERE id = 1 FOR UPDATE")
+            other.execute("SELECT * FROM accounts FOR NO KEY UPDATE")
+        assert not dropper.fired.is_set()
+        with pytest.raises(psycopg.OperationalError):  # one that locks, then writes, is dropped
+            with other.transaction():
+                other.execute("SELECT * FROM accounts FOR UPDATE")
+                other.execute("INSERT INTO processed_messages (consumer, message_id) VALUES ('t', 'new')")
+    assert dropper.dropped == ["COMMIT"], dropper.dropped  # each statement is an exchange of its own
+    assert conn.execute("SELECT count(*) FROM processed_messages").fetchone()[0] == 2
+
+
 def test_a_pause_ends_on_time_while_a_look_at_the_paused_process_blocks():
     # the look waits on the stopped process itself, as a query waits on a paused backend's locks;
     # the timer's SIGCONT must come anyway, while the look still waits (the loop's own SIGCONT,
-    # after the look, would come only once it gave up: it would never see the process run)
+    # after the look, would come only once it gave up: it would never see the process run).
+    # The look first sees the process stopped, so a pause that never stopped it fails too.
     paused = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
 
     def look() -> bool:
+        states = []
         for _ in range(200):  # up to ~10 s, then it gives up
-            if process_state(paused.pid) != "T":
+            states.append(process_state(paused.pid))
+            if "T" in states and states[-1] != "T":
                 return True
             time.sleep(0.05)
         return False

@@ -110,8 +110,14 @@ def test_a_sentence_the_results_no_longer_bear_out_fails_the_check():
     assert "no longer bear out" in said
     [gone] = claims.failing([(page, "a sentence no page holds", lambda: True)])
     assert "is gone" in gone
-    # a claim whose file is not there yet is not checked, and says nothing
-    assert claims.failing([(page, sentence, lambda: claims.runs("no-such-file.json"))]) == []
+    # a claim whose file is not there yet is not checked, and says nothing but that
+    unchecked = []
+    assert claims.failing([(page, sentence, lambda: claims.runs("no-such-file.json"))], unchecked) == []
+    assert "no-such-file.json is missing" in unchecked[0]
+    # a claim over no run at all fails: "every run" of nothing would hold whatever happened
+    [vacuous] = claims.failing([(page, sentence, lambda: all(r["duplicates"] > 0 for r in claims.runs(
+        "kill-frameworks.json", variant="no-such-variant")))])
+    assert "holds over nothing" in vacuous
 
 
 def test_every_checked_sentence_holds_against_the_committed_results():
@@ -124,3 +130,25 @@ def test_a_stricter_flag_check_flags_no_figure_but_any_other_change_does():
     assert report.names_changed(before, stricter) == {"parse_args"} <= report.FLAGS_ONLY
     assert report.names_changed(before, before.replace("return x", "return x + 1")) == {"run_once"}
     assert report.names_changed(before, before.replace("import sys", "import os")) == {"module"}
+
+
+def test_a_changed_flag_default_is_a_figure_change():
+    before = ("def parse_args(argv):\n    parser = argparse.ArgumentParser()\n"
+              "    parser.add_argument('--batch', type=int, default=500)\n    return parser.parse_args(argv)\n")
+    stricter = before.replace("    return parser", "    parser.add_argument('--x', type=int, default=1)\n    return parser")
+    assert report.flag_defaults(before) == report.flag_defaults(before.replace("return parser", "args = parser"))
+    assert report.flag_defaults(before) != report.flag_defaults(before.replace("default=500", "default=100"))
+    assert report.flag_defaults(before) != report.flag_defaults(stricter)  # a new flag, with its default
+
+
+def test_a_module_imported_under_another_name_is_still_followed():
+    # measure_retention.py says `from lab import retention as inbox_retention`
+    used = report.used_names("lab/retention.py", ["measurements/measure_retention.py"])
+    assert "forget" in used, used
+    # a module imported but never named by attribute counts whole
+    assert report.used_names("lab/cpu.py", ["lab/cpu.py"]) == set()
+
+
+def test_a_name_bound_twice_changes_when_either_binding_does():
+    before = "LIMIT = 1\nLIMIT = 2\n"
+    assert report.names_changed(before, "LIMIT = 3\nLIMIT = 2\n") == {"LIMIT"}
