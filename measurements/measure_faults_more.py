@@ -42,8 +42,10 @@ Faults, one kind per run, each healed (lab/nemesis.py, MORE_FAULTS):
 Workload: `--events` credits on 6 partitions, published up front, handler sleep
 `--work-ms`; --faults faults --every-s apart. A worker that exits on its own is started
 again at once, as a supervisor would (its exit code is recorded), and each fault meets a live
-one. After a fault the run waits for the next credit; if none comes within RESUME_DEADLINE_S
-the run is recorded as stuck (`stuck`), not raised away. Recovery: the consumers run on until
+one that has credited something (Supervised.working). After a fault the run waits for the
+next credit; if none comes within RESUME_DEADLINE_S, or a run's first part (every credit
+applied, before topic-recreated or offsets-expired) never ends, the run is recorded as stuck
+(`stuck`), not raised away. Recovery: the consumers run on until
 every event is applied, the lag is 0 and the ledger is still, under a deadline; what never
 came is lost.
 Checker: checker.check, and checker.longest_wait: the longest an account (a partition) went
