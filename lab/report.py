@@ -114,12 +114,13 @@ def provenance(doc: dict) -> str:
 # counts, and the measurement itself with the lab modules it brings (added per file, see
 # script_code). A change to any of them after a run flags it.
 CONSUMER_AND_HARNESS = ("consume.py", "publish.py", "schema.sql", "variants/common.py", "lab/worker.py",
-                        "lab/harness.py", "lab/checker.py", "lab/grants.sql", "lab/more_variants.py")
+                        "lab/harness.py", "lab/checker.py", "lab/roles.sql", "lab/grants.sql",
+                        "lab/more_variants.py")
 # The lab's modules that make or count what a measurement measures, when its script imports them
 # (cli, results, settings and stack parse flags, keep files and start services: no figure moves).
 MEASURING_MODULES = ("nemesis", "netlab", "cpu", "retention", "layouts", "publishing")
 # What a measuring module reads at run time beside its code.
-MODULE_DATA = {"retention": ("retention.sql",)}
+MODULE_DATA = {"retention": ("retention.sql",), "layouts": ("variants/inbox_v7.py", "variants/inbox_v7.sql")}
 # The files beyond those that a variant's worker runs; a variant not named here (or a file
 # whose runs name none) is checked against the whole variants/ folder.
 VARIANT_CODE = {
@@ -238,35 +239,44 @@ def top_level(source: str) -> tuple[dict[str, str], list[str]]:
 
 
 # A measurement's parse_args reads and checks its flags; what the runs were given is in the
-# file's config, so a stricter check of a flag moves none of its figures. Not so a changed
-# default: a config that leaves out a flag at its default would not show it (flag_defaults).
+# file's config, so a stricter check of a flag moves none of its figures. Not so anything else
+# in it (a default, a flag's type, a value it sets): a config that leaves out a flag at its
+# default would not show it. So only its checks may change (flag_setup).
 FLAGS_ONLY = {"parse_args"}
 
 
-def flag_defaults(source: str) -> list[str]:
-    """Each add_argument call of parse_args: its flag names and what sets its value when the
-    flag is not given or how it is read (default, const, action, type), in order."""
-    calls = []
+def is_check(node: ast.stmt) -> bool:
+    """A statement of parse_args that only checks: `if ...: parser.error(...)`, or a call of one
+    of lab/cli.py's checks (`cli.positive(parser, args, ...)`)."""
+    def call_of(statement, owner: str, attr: str | None = None) -> bool:
+        return (isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Call)
+                and isinstance(statement.value.func, ast.Attribute)
+                and ast.unparse(statement.value.func.value) == owner
+                and (attr is None or statement.value.func.attr == attr))
+    if isinstance(node, ast.If):
+        return all(call_of(n, "parser", "error") or is_check(n) for n in [*node.body, *node.orelse])
+    return call_of(node, "parser", "error") or call_of(node, "cli")
+
+
+def flag_setup(source: str) -> list[str]:
+    """parse_args without its checks: the flags, their defaults and types, and whatever else it
+    sets, statement by statement."""
+    setup = []
     for node in ast.parse(source).body:
         if isinstance(node, ast.FunctionDef) and node.name in FLAGS_ONLY:
-            for call in ast.walk(node):
-                if isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) and \
-                        call.func.attr == "add_argument":
-                    setting = sorted(ast.unparse(k) for k in call.keywords if k.arg in ("default", "const", "action", "type"))
-                    calls.append(f"{[ast.unparse(a) for a in call.args]} {setting}")
-    return calls
+            setup += [ast.dump(statement) for statement in node.body if not is_check(statement)]
+    return setup
 
 
 def only_flag_checks_changed(path: str, commit: str) -> bool:
-    """Whether `path` changed since `commit` in its parse_args alone (or in no name at all),
-    its flags' defaults kept."""
+    """Whether `path` changed since `commit` in its parse_args's checks alone (or in no name)."""
     changed = changed_names(path, commit)
     if not changed <= FLAGS_ONLY:
         return False
     if not changed:
         return True
     old = subprocess.run(["git", "-C", str(ROOT), "show", f"{commit}:{path}"], capture_output=True, text=True)
-    return old.returncode == 0 and flag_defaults(old.stdout) == flag_defaults((ROOT / path).read_text())
+    return old.returncode == 0 and flag_setup(old.stdout) == flag_setup((ROOT / path).read_text())
 
 
 def changed_names(path: str, commit: str) -> set[str]:
@@ -294,44 +304,55 @@ def used_and_changed(path: str, commit: str, files) -> set[str]:
     return changed & used_names(path, files)
 
 
-def used_names(path: str, files) -> set[str]:
+def used_names(path: str, files, sources: dict[str, str] | None = None) -> set[str]:
     """The top-level names of module `path` that `files` refer to (module.name, or from-imported),
-    and those their bodies refer to in turn."""
+    and those their bodies refer to in turn. A file that imports the module and then uses it
+    in a way not read here (passes it on as a value, or names none of it) uses all of it.
+    `sources`: file -> text, in place of reading the files (for tests)."""
+    def text(name: str) -> str | None:
+        if sources is not None:
+            return sources.get(name)
+        source = ROOT / name
+        return source.read_text() if source.suffix == ".py" and source.exists() else None
+
     dotted = ".".join(Path(path).with_suffix("").parts)  # lab/retention.py -> lab.retention
     parent, _, stem = dotted.rpartition(".")
-    roots, imported = set(), False
-    for other in files:
-        source = ROOT / other
-        if other == path or source.suffix != ".py" or not source.exists():
-            continue
-        tree = ast.parse(source.read_text())
-        # the names this file binds to the module: `import lab.x`, `import lab.x as y`,
-        # `from lab import x`, `from lab import x as y` (and a top-level module by its own name)
-        local = set()
-        for node in ast.walk(tree):
-            if isinstance(node, ast.Import):
-                for alias in node.names:
-                    if alias.name == dotted:
-                        local.add(alias.asname or dotted)
-            elif isinstance(node, ast.ImportFrom) and (node.module or "") == parent and parent:
-                local |= {alias.asname or alias.name for alias in node.names if alias.name == stem}
-            elif isinstance(node, ast.ImportFrom) and node.module == dotted:
-                roots |= {alias.name for alias in node.names}
-                imported = True
-        imported = imported or bool(local)
-        for node in ast.walk(tree):
-            if isinstance(node, ast.Attribute) and ast.unparse(node.value) in local:
-                roots.add(node.attr)
     bodies = {}
-    for node in ast.parse((ROOT / path).read_text()).body:
+    for node in ast.parse(text(path) if sources is not None and path in sources else (ROOT / path).read_text()).body:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             bodies[node.name] = node
         elif isinstance(node, ast.Assign):
             bodies.update({t.id: node for t in node.targets if isinstance(t, ast.Name)})
         elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
             bodies[node.target.id] = node
-    if imported and not roots & set(bodies):  # imported, but used in a way not read here: all of it counts
-        return set(bodies)
+    roots = set()
+    for other in files:
+        source = text(other) if other != path else None
+        if source is None:
+            continue
+        tree = ast.parse(source)
+        # the names this file binds to the module: `import lab.x`, `import lab.x as y`,
+        # `from lab import x`, `from lab import x as y` (and a top-level module by its own name)
+        local, named = set(), set()
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                local |= {alias.asname or dotted for alias in node.names if alias.name == dotted}
+            elif isinstance(node, ast.ImportFrom) and parent and (node.module or "") == parent:
+                local |= {alias.asname or alias.name for alias in node.names if alias.name == stem}
+            elif isinstance(node, ast.ImportFrom) and node.module == dotted:
+                roots |= {alias.name for alias in node.names}
+        if not local:
+            continue
+        bases = set()  # the local names' nodes that are an attribute's base (module.name)
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Attribute) and ast.unparse(node.value) in local:
+                named.add(node.attr)
+                bases |= {id(n) for n in ast.walk(node.value)}
+        as_value = any(isinstance(node, ast.Name) and node.id in local and id(node) not in bases
+                       and isinstance(node.ctx, ast.Load) for node in ast.walk(tree))
+        if as_value or not named & set(bodies):
+            return set(bodies)  # imported, but used in a way not read here: all of it counts
+        roots |= named
     used, todo = set(), roots & set(bodies)
     while todo:
         name = todo.pop()

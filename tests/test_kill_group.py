@@ -1,8 +1,8 @@
 """M1 with a group: three consumers of one variant share a topic, and a seeded schedule
 SIGKILLs one of them at a time while the other two go on; the killed one is started again
-at once, as a supervisor would. Before the kills, one member crashes itself right after the
-database commit of a chosen event, before its offset commit: the window the inbox exists for,
-landed on purpose, so that every run reaches it whatever the random kills hit. Each kill moves its partitions to the survivors mid-batch,
+at once, as a supervisor would. Before the group forms, a first consumer crashes itself right
+after the database commit of a chosen event, before its offset commit: the window the inbox
+exists for, landed on purpose, so that every run reaches it whatever the random kills hit. Each kill moves its partitions to the survivors mid-batch,
 so an event can be met by a second consumer while the first one's transaction stands or
 after it committed. The inbox variants must still credit each event once, on seeds M1
 does not use, and their inbox must be seen skipping a copy; the controls on the same schedule
@@ -20,7 +20,8 @@ CONSUMERS, KILLS, EVENTS, PARTITIONS = 3, 4, 2400, 6
 # A short session, so a dead member's partitions move within seconds; a 10 ms handler, so the
 # topic lasts the whole schedule.
 CONFIG = {"work_ms": 10, "session_timeout_ms": 2000, "heartbeat_interval_ms": 500, "batch": 20}
-CHOSEN = "g{seed}-60"  # the event after whose database commit a first member crashes
+CHOSEN_SEQ = 60
+CHOSEN = "g{seed}-%d" % CHOSEN_SEQ  # the event after whose database commit a first member crashes
 
 
 def group_under_kills(variant: str, seed: int, plant: bool = True) -> tuple[int, dict, int]:
@@ -31,7 +32,10 @@ def group_under_kills(variant: str, seed: int, plant: bool = True) -> tuple[int,
     events = harness.make_events(EVENTS, prefix=f"g{seed}", seed=seed)
     args = harness.worker_args(variant, CONFIG)
     with harness.run_space("m1g", f"{variant}-s{seed}", PARTITIONS) as space:
-        harness.produce_events(space.topic, events)
+        # with a planted crash, the events up to the chosen one first, so that the lone consumer
+        # reaches it at once; the rest once it has crashed, for the group
+        head = CHOSEN_SEQ if plant else EVENTS
+        harness.produce_events(space.topic, events[:head])
 
         lives: list[harness.Worker] = []
 
@@ -39,16 +43,20 @@ def group_under_kills(variant: str, seed: int, plant: bool = True) -> tuple[int,
             lives.append(harness.Worker(variant, space.topic, space.group, space.dsn, None, args + extra))
             return lives[-1]
 
-        # each first member would crash after the chosen event's commit; whichever applies it does
-        members = [start(*(("--crash-after", CHOSEN.format(seed=seed)) if plant else ())) for _ in range(CONSUMERS)]
+        # The planted crash first, in a member alone in the group, so that it is the one to apply
+        # the chosen event (a batched variant crashes when the chosen event's batch applied
+        # anything, so a second member with the flag would crash again on the redelivery).
+        # The group then forms without the flag, and the redelivery goes to one of its members.
+        members = []
         landed = 0
         try:
+            if plant:
+                planted = start("--crash-after", CHOSEN.format(seed=seed))
+                harness.wait_until(lambda: planted.proc.poll() is not None, 60, f"{variant}'s planted crash")
+                assert planted.proc.returncode == worker.EXIT_CRASHED_AFTER_EFFECT, planted.log_tail()
+                harness.produce_events(space.topic, events[head:])
+            members += [start() for _ in range(CONSUMERS)]
             harness.wait_until(lambda: any(m.first_effect.is_set() for m in members), 60, f"{variant}'s first credit")
-            crashed = plant and harness.wait_until(lambda: next((m for m in members if m.proc.poll() is not None), None),
-                                                   60, f"{variant}'s planted crash")
-            if crashed:
-                assert crashed.proc.returncode == worker.EXIT_CRASHED_AFTER_EFFECT, crashed.log_tail()
-                members[members.index(crashed)] = start()
             for _ in range(KILLS):
                 time.sleep(rng.uniform(0.5, 1.5))  # the schedule: the kill lands wherever the members are
                 if harness.distinct_applied(space.admin) >= EVENTS:
@@ -61,8 +69,8 @@ def group_under_kills(variant: str, seed: int, plant: bool = True) -> tuple[int,
             recovery = harness.settle(members, space.admin, EVENTS, 120, space.group, space.topic,
                                       still_s=1, loss_still_s=5)
         finally:
-            for member in members:
-                member.stop()
+            for life in lives:  # the planted one too, if it never crashed
+                life.stop()
         assert recovery.settled and recovery.crashed == [], recovery
         counts, _ = checker.tally(lives)
         return landed, harness.verdict_of(events, space.admin), counts.get("skipped", 0)

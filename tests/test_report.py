@@ -137,19 +137,33 @@ def test_a_stricter_flag_check_flags_no_figure_but_any_other_change_does():
 
 def test_a_changed_flag_default_is_a_figure_change():
     before = ("def parse_args(argv):\n    parser = argparse.ArgumentParser()\n"
-              "    parser.add_argument('--batch', type=int, default=500)\n    return parser.parse_args(argv)\n")
-    stricter = before.replace("    return parser", "    parser.add_argument('--x', type=int, default=1)\n    return parser")
-    assert report.flag_defaults(before) == report.flag_defaults(before.replace("return parser", "args = parser"))
-    assert report.flag_defaults(before) != report.flag_defaults(before.replace("default=500", "default=100"))
-    assert report.flag_defaults(before) != report.flag_defaults(stricter)  # a new flag, with its default
+              "    parser.add_argument('--batch', type=int, default=500)\n    args = parser.parse_args(argv)\n"
+              "    return args\n")
+    checked = before.replace("    return args", "    if args.batch < 1:\n        parser.error('--batch must be at least 1')\n"
+                                                "    cli.positive(parser, args, 'batch')\n    return args")
+    assert report.flag_setup(before) == report.flag_setup(checked)  # checks only
+    assert report.flag_setup(before) != report.flag_setup(before.replace("default=500", "default=100"))
+    assert report.flag_setup(before) != report.flag_setup(before.replace("    return args", "    args.batch = 100\n"
+                                                                                          "    return args"))
+    assert report.flag_setup(before) != report.flag_setup(before.replace("    args =", "    parser.add_argument('--x')\n"
+                                                                                         "    args ="))
 
 
 def test_a_module_imported_under_another_name_is_still_followed():
     # measure_retention.py says `from lab import retention as inbox_retention`
     used = report.used_names("lab/retention.py", ["measurements/measure_retention.py"])
-    assert "forget" in used, used
-    # a module imported but never named by attribute counts whole
-    assert report.used_names("lab/cpu.py", ["lab/cpu.py"]) == set()
+    assert "forget" in used and "main" not in used, used
+    module = "A = 1\n\ndef f():\n    return A\n\ndef g():\n    return 2\n"
+    users = {"lab/mod.py": module,
+             "by_name.py": "from lab import mod as m\nm.f()\n",
+             "dotted.py": "import lab.mod\nlab.mod.g()\n",
+             "as_value.py": "from lab import mod\nmod.f()\nrun(mod)\n",
+             "unnamed.py": "from lab import mod\n"}
+    assert report.used_names("lab/mod.py", ["by_name.py"], users) == {"f", "A"}
+    assert report.used_names("lab/mod.py", ["dotted.py"], users) == {"g"}
+    # a file that passes the module on, or names none of it, uses all of it, whatever the others name
+    assert report.used_names("lab/mod.py", ["by_name.py", "as_value.py"], users) == {"A", "f", "g"}
+    assert report.used_names("lab/mod.py", ["unnamed.py", "by_name.py"], users) == {"A", "f", "g"}
 
 
 def test_a_name_bound_twice_changes_when_either_binding_does():
