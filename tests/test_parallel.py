@@ -186,30 +186,40 @@ def test_k_with_a_handler_that_outlives_max_poll_loses_and_duplicates_nothing():
     assert (record["duplicates"], record["lost"], record["order_violations"]) == (0, 0, 0), record
 
 
-def test_k_reads_every_partition_after_a_rebalance_that_came_while_it_was_paused(group, dsn, conn, kafka):
-    """A's handlers block until its windows are full and its partitions paused; B joins the group;
-    then A's handlers go on. Every partition, whoever holds it now, must be read to the end. (An
-    M2 run of k once stopped reading with messages left; this is the scenario suspected, though
-    the code before the resume-on-assign passes it too: the cause of that stop is not proven.)"""
+def test_k_reads_a_partition_it_gave_up_while_paused_once_it_has_it_back(group, dsn, conn, kafka):
+    """A's handlers block with its windows full and its partitions paused; B joins, and under the
+    cooperative protocol A gives B two of them, paused; B leaves, and A gets them back. librdkafka
+    keeps a partition's pause across that, so A must resume what it lets go, or what it is
+    given: without both (tried by hand), A never reads those two again and this test times out.
+    (Under the eager protocol the pause did not survive the rebalance here.)"""
     topic = harness.create_topic(f"test.k.{harness.unique('t')}", partitions=4)
-    events = harness.make_events(200, "p", accounts=8, seed=9)
-    harness.produce_events(topic, events)
-    release, started = threading.Event(), threading.Event()
+    harness.produce_events(topic, harness.make_events(200, "p", accounts=8, seed=9))
+    release, started, b_reads = threading.Event(), threading.Event(), threading.Event()
 
     def held_credit(c, event_id, event):
         started.set()
-        assert release.wait(60)
+        assert release.wait(90)
         consume_parallel.credit_account(c, event_id, event)
 
-    session = {"session.timeout.ms": 6000, "heartbeat.interval.ms": 500}
+    def b_credit(c, event_id, event):
+        b_reads.set()
+        consume_parallel.credit_account(c, event_id, event)
+
+    # cooperative: a rebalance moves only the partitions that change hands; a short
+    # max.poll.interval.ms bounds how long A's revocation waits for its held handlers
+    session = {"session.timeout.ms": 6000, "heartbeat.interval.ms": 500, "max.poll.interval.ms": 12000,
+               "partition.assignment.strategy": "cooperative-sticky"}
     stop_a, a = run_in_thread(topic, group, dsn, lanes=2, window=3, apply=held_credit, **session)
     stop_b = b = None
     try:
         assert started.wait(60)
-        harness.wait_until(lambda: harness.lag(group, topic) == 200, 30, "A to have committed nothing")
-        # A's windows (3 each) filled, and paused, within milliseconds; B's start and join take seconds.
-        stop_b, b = run_in_thread(topic, group, dsn, lanes=2, **session)
+        # A's windows (3 each) filled, and paused, within milliseconds; B's start and join take seconds
+        stop_b, b = run_in_thread(topic, group, dsn, lanes=2, apply=b_credit, **session)
+        assert b_reads.wait(90), "B was never given a partition"
+        stop_b.set()
+        b.join(60)  # B leaves the group: A is given its partitions back
         release.set()
+        harness.produce_events(topic, harness.make_events(200, "q", accounts=8, seed=10))  # to every partition
         drained(group, topic)
     finally:
         release.set()
@@ -220,5 +230,5 @@ def test_k_reads_every_partition_after_a_rebalance_that_came_while_it_was_paused
             if thread is not None:
                 thread.join(60)
         harness.delete_topics(topic, topic + ".dlq")
-    rows = conn.execute("SELECT event_id, account_id, amount FROM ledger ORDER BY id").fetchall()
-    assert (len(rows), len({r[0] for r in rows})) == (200, 200)
+    rows = conn.execute("SELECT event_id FROM ledger").fetchall()
+    assert (len(rows), len({r[0] for r in rows})) == (400, 400)
