@@ -206,6 +206,8 @@ def measured_by(doc: dict) -> str:
                     changed.add(f"{path} ({', '.join(sorted(names, key=str.lower))})")
             elif path == script and only_flag_checks_changed(path, commit):
                 pass  # only its flags' checks changed: the file records the config its runs used
+            elif path.endswith(".py") and not changed_names(path, commit):
+                pass  # only comments, layout or the module's docstring changed
             else:
                 changed.add(path)
     return f"code: commit {named}" + (f"; **changed since: {', '.join(sorted(changed))}**" if changed else "")

@@ -27,7 +27,9 @@ committed.
 - librdkafka has kept a partition's pause across a rebalance (its maintainers say so; an
   application must resume): every partition assigned is resumed once its assignment is in
   place, and a paused one before it is let go, so that an old pause cannot leave a
-  partition unread.
+  partition unread. Under the cooperative protocol a partition given up while paused and
+  given back stayed paused without them (tests/test_parallel.py); under the eager one the
+  pause did not survive here.
 - A revoked partition: its messages not yet started are abandoned, those started finish
   (waited for up to a third of max.poll.interval.ms), the watermark is committed, and only
   then does the partition go.
