@@ -1058,9 +1058,10 @@ def faults_more_section() -> str:
         text += f" The idle-timeout rows from `results/faults-more-idle-tx.json`: {provenance(idle)}."
     for name, other in (("faults-more-offsets.json", offsets), ("faults-more-offsets-forgotten.json", forgotten)):
         if other:
+            own = other["config"]["events"]
             text += (f" The offsets-expired rows from `results/{name}`, on a stack of their own whose broker keeps an "
-                     f"empty group's offsets {other['config'].get('offsets_retention_minutes', 1)} minute: "
-                     f"{provenance(other)}.")
+                     f"empty group's offsets {other['config'].get('offsets_retention_minutes', 1)} minute"
+                     + (f", {own:,} credits a run" if own != c["events"] else "") + f": {provenance(other)}.")
     return text + "\n"
 
 
