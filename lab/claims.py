@@ -146,6 +146,15 @@ CLAIMS = [
     # lanes
     ("docs/lanes.md", "thousands of skips a run, and no duplicate",
      lambda: all(r["skipped"] >= 1000 and r["duplicates"] == 0 for r in runs("kill-k.json"))),
+    # M3's batch sweep
+    ("docs/throughput.md", "each larger batch measured here was faster than the one before, the most from 1 to 100",
+     lambda: (lambda m: all(a < b for a, b in zip(m, m[1:])) and m[2] / m[0] > max(m[3] / m[2], m[4] / m[3]))(
+         [median("throughput-batch.json", f"d@{n}") for n in (1, 10, 100, 500, 1000)])),
+    # lanes' CPU
+    ("docs/lanes.md", "is below c's, and the more so the more lanes",
+     lambda: (lambda cpu: all(a > b for a, b in zip(cpu, cpu[1:])))(
+         [document("throughput-lanes.json")["summary"]["variants"][v]["cpu_us_per_msg"]["total"]["median"]
+          for v in ("c", "k@1", "k@4", "k@16")])),
     # M3 and #31
     ("docs/throughput.md", "on one connection p reaches most of its own statement's ceiling (p/db)",
      lambda: ratio("throughput-pipelined.json", "p/db")["median"] > 0.5),
