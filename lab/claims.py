@@ -167,8 +167,8 @@ CLAIMS = [
     # more consumers
     ("docs/throughput.md", "A second process helps c the most, and a third still adds to it",
      lambda: gain("c:2/c:1") > max(gain("d:2/d:1"), gain("p:2/p:1")) and gain("c:3/c:1") > gain("c:2/c:1")),
-    ("docs/throughput.md", "d gains from a second process and little or nothing from a third",
-     lambda: gain("d:2/d:1") > 1.05 and gain("d:3/d:1") < 1.1 * gain("d:2/d:1")),
+    ("docs/throughput.md", "d gains from each process added",
+     lambda: 1.05 < gain("d:2/d:1") < gain("d:3/d:1")),
     ("docs/throughput.md", "So p gains least from more processes",
      lambda: gain("p:3/p:1") < min(gain("c:3/c:1"), gain("d:3/d:1"))),
     # fewer shared accounts
