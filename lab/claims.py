@@ -136,6 +136,31 @@ CLAIMS = [
     ("docs/faults.md", "No fault cost c or d a credit or a duplicate",
      lambda: all(r["duplicates"] == r["lost"] == 0 for r in runs("faults.json", variant="c") + runs("faults.json",
                                                                                                    variant="d"))),
+    ("docs/faults.md", "duplicated under every fault that separates its database commit from its offset commit. A "
+                       "database restart rarely does",
+     lambda: all(total(runs("faults.json", fault=f, variant="b"), "duplicates") > 0
+                 for f in ("broker-restart", "partition-broker", "partition-db", "share-lock"))
+     and total(runs("faults.json", fault="pg-restart", variant="b"), "duplicates")
+     <= total(runs("faults.json", fault="pg-restart", variant="b"), "faults") // 5),
+    ("docs/faults.md", "c skipped them all",
+     lambda: total(runs("faults.json", fault="share-lock", variant="c"), "duplicates") == 0
+     and total(runs("faults.json", fault="share-lock", variant="c"), "skipped")
+     >= total(runs("faults.json", fault="share-lock", variant="b"), "duplicates")),
+    # M10
+    ("docs/faults-more.md", "every lost reply is a second credit",
+     lambda: (lambda b: total(b, "duplicates") == total(b, "faults") > 0)(
+         runs("faults-more.json", fault="lost-commit-reply", variant="b"))),
+    ("docs/faults-more.md", "reads the committed offset back from the database and does not read the message again "
+                            "at all",
+     lambda: (lambda o: total(o, "skipped") == total(o, "duplicates") == total(o, "lost") == 0 < total(o, "faults"))(
+         runs("faults-more.json", fault="lost-commit-reply", variant="o"))),
+    ("docs/faults-more.md", "the rest of that batch is never credited",
+     lambda: total(runs("faults-more.json", fault="lost-commit-reply", variant="a2"), "lost") > 0),
+    ("docs/faults-more.md", "Once the disk has room the message is read again and applied once",
+     lambda: all(r["duplicates"] == r["lost"] == 0 for v in "bcdop" for r in runs("faults-more.json", fault="disk-full",
+                                                                                 variant=v))),
+    ("docs/faults-more.md", "commits the offsets of everything that poll handed over: the rest of it is lost",
+     lambda: total(runs("faults-more.json", fault="disk-full", variant="a2"), "lost") > 0),
     # M5
     ("docs/external.md", "Retrying charges twice exactly when the first attempt had landed, and never loses one",
      lambda: total(runs("external.json", variant="retry"), "lost") == 0),
