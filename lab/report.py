@@ -277,17 +277,23 @@ def only_flag_checks_changed(path: str, commit: str) -> bool:
         return False
     if not changed:
         return True
+    old = source_at(path, commit)
+    return old is not None and flag_setup(old) == flag_setup((ROOT / path).read_text())
+
+
+def source_at(path: str, commit: str) -> str | None:
+    """`path` as it was at `commit`; None if it was not there."""
     old = subprocess.run(["git", "-C", str(ROOT), "show", f"{commit}:{path}"], capture_output=True, text=True)
-    return old.returncode == 0 and flag_setup(old.stdout) == flag_setup((ROOT / path).read_text())
+    return old.stdout if old.returncode == 0 else None
 
 
 def changed_names(path: str, commit: str) -> set[str]:
     """The top-level names of `path` that differ between `commit` and now: {"module"} when
     something other than a function, class or constant did (or the file is new or gone)."""
-    old = subprocess.run(["git", "-C", str(ROOT), "show", f"{commit}:{path}"], capture_output=True, text=True)
-    if old.returncode != 0 or not (ROOT / path).exists():
+    old = source_at(path, commit)
+    if old is None or not (ROOT / path).exists():
         return {"module"}
-    return names_changed(old.stdout, (ROOT / path).read_text())
+    return names_changed(old, (ROOT / path).read_text())
 
 
 def names_changed(before: str, after: str) -> set[str]:
@@ -320,7 +326,7 @@ def used_names(path: str, files, sources: dict[str, str] | None = None) -> set[s
     dotted = ".".join(Path(path).with_suffix("").parts)  # lab/retention.py -> lab.retention
     parent, _, stem = dotted.rpartition(".")
     bodies = {}
-    for node in ast.parse(text(path) if sources is not None and path in sources else (ROOT / path).read_text()).body:
+    for node in ast.parse(sources[path] if sources and path in sources else (ROOT / path).read_text()).body:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             bodies[node.name] = node
         elif isinstance(node, ast.Assign):
