@@ -5,6 +5,9 @@ VENV := .venv
 PY := $(VENV)/bin/python
 KAFKA_JAR := .cache/kafka/libs/kafka_2.13-4.3.1.jar
 FORCE ?=
+# make test's second stack, for the tests that restart a service (see test:)
+SERIAL_STACK := LAB_STACK_HOME=$(CURDIR)/.cache/serial KAFKA_BROKERS=localhost:59392 \
+  CONSUMER_DSN=postgresql://inbox_consumer:inbox_consumer@localhost:55732/consumer
 
 .PHONY: setup setup-frameworks up down status demo tour test test-post test-frameworks lint measure report up-replicated test-replicated measure-cluster
 
@@ -37,7 +40,8 @@ up: setup
 	$(PY) -m lab.stack up
 
 down:
-	@if [ -x $(PY) ]; then $(PY) -m lab.stack down; else echo "nothing to stop: no $(VENV)"; fi
+	@if [ -x $(PY) ]; then $(PY) -m lab.stack down; \
+	  if [ -d .cache/serial ]; then $(SERIAL_STACK) $(PY) -m lab.stack down; fi; else echo "nothing to stop: no $(VENV)"; fi
 
 status: setup
 	$(PY) -m lab.stack status
@@ -96,6 +100,7 @@ measure: up
 	$(PY) -m measurements.measure_faults $(FORCE) --fault pg-restart --variant c,c-reconnect --runs 5 \
 	  --out results/faults-reconnect.json
 	$(PY) -m measurements.measure_retention $(FORCE) --variant all --runs 5 --out results/retention.json
+	$(PY) -m measurements.measure_retention_load $(FORCE) --runs 5 --out results/retention-load.json
 	$(MAKE) setup-frameworks
 	$(PY) measure_kill.py $(FORCE) --variant frameworks --runs 5 --kills 20 --events 10000 --out results/kill-frameworks.json
 	$(PY) measure_rebalance.py $(FORCE) --variant frameworks --runs 5 --out results/rebalance-frameworks-classic.json
@@ -126,15 +131,21 @@ report: setup
 
 # Three workers (pytest-xdist) on two cores, since most tests wait on consumers, pauses and
 # timeouts rather than compute (the suite's CPU time is a fraction of its wall time); a group
-# that shares state (xdist_group) stays in one worker; the tests that restart a service every
-# test shares (marked serial) run alone, after. Plain `pytest` runs them all, one at a time.
+# that shares state (xdist_group) stays in one worker. The tests that restart a service (marked
+# serial) run at the same time on a second stack of their own (SERIAL_STACK: other ports, its
+# own data under .cache/serial), so no restart lands under another test; their output follows
+# the rest's. Plain `pytest` runs them all, one at a time, on the one stack.
 # The tests marked root (pytest -m root: the partition faults, the namespace relay, a small disk)
 # build network namespaces with `ip netns` or mount a tmpfs; without root they fail, and this
 # says so before they start.
 test: up
 	@[ "$$(id -u)" = 0 ] || echo "make test: the $$($(PY) -m pytest -m root --collect-only -q 2>/dev/null | tail -1 | cut -d/ -f1) tests marked root (network partitions, a small disk: ip netns, mount) need root and will fail as $$(id -un)" >&2
-	$(PY) -m pytest -n 3 --dist loadgroup -m "not serial"
-	$(PY) -m pytest -m serial
+	$(SERIAL_STACK) $(PY) -m lab.stack up
+	@$(SERIAL_STACK) $(PY) -m pytest -p no:cacheprovider -m serial > .cache/serial/pytest.log 2>&1 & serial=$$!; \
+	  echo "$(PY) -m pytest -n 3 --dist loadgroup -m \"not serial\"  (and -m serial beside it, on the second stack)"; \
+	  $(PY) -m pytest -n 3 --dist loadgroup -m "not serial"; rest=$$?; \
+	  wait $$serial; restarts=$$?; echo "--- the tests marked serial, on the second stack:"; cat .cache/serial/pytest.log; \
+	  [ $$rest = 0 ] && [ $$restarts = 0 ]
 
 # M9's frameworks on the real services, in their own environments (FastStream; Quix in .venv-quix).
 test-frameworks: up setup-frameworks

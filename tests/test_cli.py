@@ -21,6 +21,8 @@ BAD = [
     ("measure_rebalance.py", ["--variant", "a1"], "invalid choice"),
     ("measure_storage.py", ["--rows", "10"], "--rows must be at least 10000"),
     ("lab.retention", ["--window", "14x"], "invalid window value"),
+    ("measurements.measure_retention_load", ["--mode", "truncate"], "unknown mode(s) 'truncate'"),
+    ("measurements.measure_retention_load", ["--backlog", "0"], "--backlog must be at least 1"),
     ("measurements.profile_d", ["--batch", "0"], "must be at least 1"),
     ("measure_throughput.py", ["--sweep-batch", "10,0"], "sizes must be at least 1"),
     ("measure_throughput.py", ["--inbox-rows", "10", "--id-type", "seq"], "--inbox-rows takes --id-type text"),

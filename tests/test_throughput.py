@@ -23,9 +23,10 @@ def test_throughput_run_times_every_credit_once(variant):
         assert record["cpu_us_per_msg"] is None
         return
     # CPU per message for each kind of process: recorded, never compared with a figure (a
-    # batch variant may have applied all 300 by its first credit's report: nothing left to divide)
+    # batch variant may have applied all 300 by its first credit's report: nothing left to divide;
+    # and the first credit may not be committed yet when the harness counts: a window of all 300)
     cost, window = record["cpu_us_per_msg"], record["cpu_window_msgs"]
-    assert record["consumer_peak_rss_mib"] > 0 and 0 <= window < 300
+    assert record["consumer_peak_rss_mib"] > 0 and 0 <= window <= 300
     if cost is None:
         assert window == 0
         return
