@@ -12,6 +12,7 @@ A sentence whose results file is missing is not checked (the page says the file 
 missing in the generated section beside it).
 """
 import json
+import statistics
 
 from lab.settings import RESULTS, ROOT
 
@@ -88,6 +89,33 @@ def gain(pair: str) -> float:
 def spread_hurts(name: str, variants) -> bool:
     """--accounts: each variant's 10,000-account runs no faster than its 100-account runs (medians)."""
     return all(ratio(name, f"{v}, 10,000 accounts/{v}, 100 accounts")["median"] <= 1.0 for v in variants)
+
+
+def config(name: str) -> dict:
+    """results/NAME's config: the parameters its runs were given."""
+    return document(name)["config"]
+
+
+def cpu(name: str, variant: str) -> float:
+    """A throughput file's median CPU per message, all processes, for one variant."""
+    return document(name)["summary"]["variants"][variant]["cpu_us_per_msg"]["total"]["median"]
+
+
+def profile_share(name: str, part: str) -> float:
+    """profile_p's text file: the share of the wall (percent) that one part's CPU took, e.g.
+    profile_share("profile-p.txt", "Postgres backend"); Missing if the file is not there."""
+    path = RESULTS / name
+    if not path.exists():
+        raise Missing(name)
+    for line in path.read_text().splitlines():
+        if line.strip().startswith(part):
+            return float(line.split()[-1].rstrip("%"))
+    raise Vacuous(f"{name} has no line for {part!r}")
+
+
+def every_run(name: str, **where):
+    """A test over each of `runs(name, **where)`: every_run(...)(lambda r: ...) holds if it holds for all."""
+    return lambda test: all(test(r) for r in runs(name, **where))
 
 
 CLAIMS = [
@@ -236,6 +264,145 @@ CLAIMS = [
                  > 5 * growth(v, "text", 0)["wal_bytes_per_msg"]["median"] for v in "dp")),
     ("docs/throughput.md", "c barely notices (v7 ÷ v4 within its noise)",
      lambda: all(0.8 <= growth("c", "uuid-v7", n)["vs_text"]["median"] <= 1.25 for n in (0, 10_000_000, 50_000_000))),
+    # M1 against the post
+    ("docs/caveats.md", "so b's count comes out lower than the post's",
+     lambda: statistics.median(r["duplicates"] for r in runs("kill.json", variant="b"))
+     < document("post-figures.json")["kill"]["variants"]["b"]["duplicates"]["median"]),
+    # M2, the classic protocol and the 20 s stall under KIP-848
+    ("README.md", "the zombie's offset commit fails with `UNKNOWN_MEMBER_ID`",
+     lambda: all(r["commit_failed"].get("UNKNOWN_MEMBER_ID", 0) == r["evictions"] for r in zombie("b"))),
+    ("README.md", "Nobody else was given those partitions until about a session timeout after the `MAXPOLL` line",
+     lambda: all(0.75 <= statistics.median(nonempty([h for r in zombie(v, "consumer", "-stall20") for h in r["handover_s"]]))
+                 / (config(f"rebalance-{v}-consumer-stall20.json")["session_timeout_ms"] / 1000) <= 1.25
+                 for v in "bc")),
+    ("README.md", "is fenced: its commit fails, another member handles the message",
+     lambda: all(r["commit_failed"].get("UNKNOWN_MEMBER_ID", 0) == r["evictions"]
+                 for v in "bc" for r in zombie(v, "consumer", "-stall20"))
+     and all(total(zombie(v, "consumer", "-stall20"), "moved_to_other")
+             > total(zombie(v, "consumer", "-stall20"), "back_to_zombie") for v in "bc")),
+    # M10, each fault
+    ("docs/faults-more.md", "the message comes again and meets its inbox row, and is skipped",
+     lambda: every_run("faults-more.json", fault="lost-commit-reply", variant="c")(
+         lambda r: r["duplicates"] == r["lost"] == 0 < r["faults"] == r["skipped"])),
+    ("docs/faults-more.md", "the replayed batch meets its inbox rows",
+     lambda: every_run("faults-more.json", fault="lost-commit-reply", variant="p")(
+         lambda r: r["duplicates"] == r["lost"] == 0 < r["skipped"])),
+    ("docs/faults-more.md", "waits on that lock until the paused process resumes and commits (then it skips)",
+     lambda: every_run("faults-more.json", fault="pause-consumer", variant="c")(
+         lambda r: r["duplicates"] == r["lost"] == 0)
+     and total(runs("faults-more.json", fault="pause-consumer", variant="c"), "skipped") > 0),
+    ("docs/faults-more.md", "Without the inbox (b) the new owner credits at once, and the paused consumer's "
+                            "transaction commits the same credit when it wakes",
+     lambda: every_run("faults-more.json", fault="pause-consumer", variant="b")(lambda r: r["duplicates"] > 0)),
+    ("docs/faults-more.md", "the new owner replays p's batch in hand and skips what had committed",
+     lambda: every_run("faults-more.json", fault="pause-consumer", variant="p")(
+         lambda r: r["duplicates"] == r["lost"] == 0 < r["skipped"])),
+    ("docs/faults-more.md", "the new owner's INSERT finds the row and skips. Without the inbox (b) both credit",
+     lambda: every_run("faults-more.json", fault="pause-postgres", variant="c")(
+         lambda r: r["duplicates"] == r["lost"] == 0)
+     and total(runs("faults-more.json", fault="pause-postgres", variant="c"), "skipped") > 0
+     and every_run("faults-more.json", fault="pause-postgres", variant="b")(lambda r: r["duplicates"] > 0)),
+    ("docs/faults-more.md", "c, d and p skip every ID the inbox still remembers, and apply again every ID retention "
+                            "has already forgotten",
+     lambda: all(r["duplicates"] == 0 and r["skipped"] == r["events"]
+                 for v in "cdp" for r in runs("faults-more-offsets.json", fault="offsets-expired", variant=v))
+     and (lambda share: share > 0 and all(
+         r["duplicates"] == round(share * r["events"]) and r["skipped"] == r["events"] - r["duplicates"]
+         for v in "cdp" for r in runs("faults-more-offsets-forgotten.json", fault="offsets-expired", variant=v)))(
+         config("faults-more-offsets-forgotten.json")["forgotten"])),
+    ("docs/faults-more.md", "starts where its database says: it reads nothing twice",
+     lambda: all(r["duplicates"] == r["skipped"] == r["lost"] == 0
+                 for f in ("faults-more-offsets.json", "faults-more-offsets-forgotten.json")
+                 for r in runs(f, fault="offsets-expired", variant="o"))),
+    ("docs/faults-more.md", "so the next one starts at once where it left off",
+     lambda: every_run("faults-more.json", fault="sigterm")(
+         lambda r: r["faults"] > 0 and r["duplicates"] == r["lost"] == r["skipped"] == 0)),
+    ("docs/faults-more.md", "so c and the others read the new log from its beginning",
+     lambda: every_run("faults-more.json", fault="topic-recreated")(
+         lambda r: r["faults"] > 0 and r["duplicates"] == r["lost"] == 0)),
+    # M9
+    ("docs/frameworks.md", "**fs-ack** duplicates a few a run",
+     lambda: every_run("kill-frameworks.json", variant="fs-ack")(lambda r: 0 < r["duplicates"] <= 10)),
+    ("docs/frameworks.md", "Under FastStream, the inbox stops duplicates, not losses.",
+     lambda: total(runs("kill-frameworks.json", variant="fs-inbox"), "duplicates") == 0
+     < total(runs("kill-frameworks.json", variant="fs-inbox"), "lost")),
+    ("docs/frameworks.md", "shows that committing the message itself (`commit(message=msg, asynchronous=True)`) "
+                           "never goes past it",
+     lambda: total(runs("async-commit.json", variant="the-message"), "past_the_message") == 0
+     < total(runs("async-commit.json", variant="the-message"), "trials")
+     and total(runs("async-commit.json", variant="stored-offsets"), "past_the_message") > 0),
+    ("docs/frameworks.md", "the accounts' balances stay at 0: their \"exact balances\" column is 0 by construction",
+     lambda: all(r["balance_total"] == 0 and not r["balances_exact"]
+                 for v in ("qx-eos", "qx-eos-keyed") for r in runs("kill-frameworks.json", variant=v))),
+    ("docs/frameworks.md", "The keyed sink makes the **rows** exactly-once",
+     lambda: all(r["duplicates"] == r["lost"] == 0 for f in ("kill-frameworks.json", "rebalance-frameworks-classic.json")
+                 for r in runs(f, variant="qx-eos-keyed"))),
+    ("docs/results.md", "They write rows, not credits: their balances are never exact.",
+     lambda: all(not r["balances_exact"] for f in ("kill-frameworks.json", "rebalance-frameworks-classic.json")
+                 for v in ("qx-eos", "qx-eos-keyed") for r in runs(f, variant=v))),
+    # M7b, and the post's shortcuts against the same copies
+    ("docs/eos.md", "Every source but one put copies into the log",
+     lambda: [name for name, where in (("relay", {"source": "relay"}), ("restart", {"source": "restart"}),
+                                       ("retries off", {"source": "retries", "idempotence": "off"}),
+                                       ("retries on", {"source": "retries", "idempotence": "on"}))
+              if total(runs("publish.json", **where), "log_copies") == 0] == ["retries on"]),
+    ("docs/eos.md", "With idempotence off, librdkafka's own resends made only a few copies a run.",
+     lambda: (lambda rows: total(rows, "log_copies") > 0 and all(r["log_copies"] <= 0.01 * r["events"] for r in rows))(
+         runs("publish.json", source="retries", idempotence="off"))),
+    ("docs/eos.md", "a copy a publisher writes again has an offset of its own and is credited again, every time",
+     lambda: (lambda rows: total(rows, "log_copies") > 0 and all(r["duplicates"] == r["log_copies"] for r in rows))(
+         runs("publish.json", variant="offset-dedup"))),
+    ("docs/eos.md", "A late copy writes nothing.",
+     lambda: (lambda rows: total(rows, "log_copies") > 0
+              and all(r["duplicates"] == r["stale_accounts"] == 0 for r in rows))(
+         runs("publish.json", variant="versioned"))),
+    # lanes
+    ("docs/lanes.md", "caps it under a hundred messages a second however idle the database is (c's row below)",
+     lambda: median("throughput-lanes.json", "c") < 100),
+    ("docs/lanes.md", "lanes add rate nearly one for one; the share per lane falls",
+     lambda: (lambda per: per[1] >= 0.9 and per[4] >= 0.85 and per[4] > per[16] > per[64])(
+         {n: ratio("throughput-lanes.json", f"k@{n}/c")["median"] / n for n in (1, 4, 16, 64)})),
+    # M3's batch sweep (d@1 against M3's own c), p and its profile
+    ("docs/throughput.md", "At a batch of one, d is slower than c",
+     lambda: median("throughput-batch.json", "d@1") < median("throughput.json", "c")),
+    ("docs/throughput.md", "the machine has a second core, which the second connection uses; p@2/db@2 says how far "
+                           "that stays below the two-connection ceiling",
+     lambda: ratio("throughput-connections.json", "p@2/d")["median"] > ratio("throughput-connections.json",
+                                                                              "p/d")["median"]
+     and ratio("throughput-connections.json", "p@2/db@2")["median"] < 1),
+    ("docs/throughput.md", "The Postgres backend serving the statements is the busiest part by far, on the CPU for "
+                           "about three quarters of the wall time",
+     lambda: (lambda parts: 65 <= parts["Postgres backend"] <= 85
+              and parts["Postgres backend"] > 2 * max(v for k, v in parts.items() if k != "Postgres backend"))(
+         {k: profile_share("profile-p.txt", k) for k in ("main thread", "database thread", "librdkafka threads",
+                                                          "Postgres backend", "Kafka broker")})),
+    ("docs/throughput.md", "the database thread's psycopg work and the broker together use about half of the other "
+                           "core",
+     lambda: 40 <= sum(profile_share("profile-p.txt", k) for k in ("main thread", "database thread",
+                                                                    "librdkafka threads", "Kafka broker")) <= 60),
+    ("docs/throughput.md", "the checker's order count is recorded for every run, and is not zero for either",
+     lambda: all(r["order_violations"] > 0 for v in "dp" for r in runs("throughput-pipelined.json", variant=v))),
+    # latency
+    ("docs/throughput.md", "the 5 s of credits take tens of seconds to drain",
+     lambda: latency("c@5000/s", "max_ms") >= 10_000 > 100 * latency("c@500/s", "max_ms")),
+    ("docs/throughput.md", "For d and p the single paced publisher is itself the limit here, far below their capacity",
+     lambda: all(r["offered_per_s"] < min(0.9 * r["load"], 0.5) * r["capacity_per_s"]
+                 for v in "dp" for r in runs("latency-saturation.json", variant=v))),
+    # fewer shared accounts
+    ("docs/throughput.md", "their CPU per message rises with that, and their msgs/s falls, with two connections as "
+                           "with one, and with two or three processes",
+     lambda: all(cpu("throughput-accounts.json", f"{v}, 10,000 accounts") > cpu("throughput-accounts.json",
+                                                                                 f"{v}, 100 accounts")
+                 for v in ("d", "p", "p@2", "p-lean", "p-lean@2"))
+     and all(cpu("throughput-consumers-accounts.json", f"{v}:{n}, 10,000 accounts")
+             > cpu("throughput-consumers-accounts.json", f"{v}:{n}, 100 accounts") for v in "dp" for n in (1, 2, 3))
+     and spread_hurts("throughput-accounts.json", ("d", "p", "p@2", "p-lean", "p-lean@2"))
+     and spread_hurts("throughput-consumers-accounts.json", (f"{v}:{n}" for v in "dp" for n in (1, 2, 3)))),
+    ("docs/throughput.md", "and not much more for p-lean",
+     lambda: median("throughput-accounts.json", "p-lean@2, 10,000 accounts") / median("throughput-accounts.json",
+                                                                                     "p-lean, 10,000 accounts")
+     <= 1.15 * median("throughput-accounts.json", "p-lean@2, 100 accounts") / median("throughput-accounts.json",
+                                                                                    "p-lean, 100 accounts")),
 ]
 
 

@@ -24,11 +24,15 @@ SIZED = {
     "uuid-v4": ("uuid", "gen_random_uuid()"),
     "uuid-v7": ("uuid", "uuidv7()"),
 }
-# For expiry the IDs must carry the row's age: uuidv7(shift) back-dates the ID by `shift`.
+# For expiry the IDs must carry the row's age: uuidv7(shift) stamps the clock's time plus
+# `shift`. The shift is from clock_timestamp(), not now(): now() stands still for the whole
+# INSERT, so IDs made late in a slow fill would carry a later time than `at`, and one meant
+# to expire a second before the cutoff could land after it.
+V7_AT = "uuidv7(at - clock_timestamp())"
 AGED = {
     "text": ("text", "gen_random_uuid()::text"),
     "uuid-v4": ("uuid", "gen_random_uuid()"),
-    "uuid-v7": ("uuid", "uuidv7(at - now())"),
+    "uuid-v7": ("uuid", V7_AT),
 }
 LEAN = ("v7-pk-range", "v7-partitioned")
 WINDOW = timedelta(days=14)
@@ -107,7 +111,7 @@ def expire_layout(conn, layout: str, rows: int) -> dict:
                          "(now() AT TIME ZONE 'UTC')::date + 1)", (table, cutoff, EXPIRED_DAYS + 1))
         else:
             conn.execute(sql.SQL("CREATE TABLE {} (message_id uuid PRIMARY KEY)").format(sql.Identifier(table)))
-        fill_aged(conn, table, "uuidv7(at - now())", rows, recent, cutoff, with_time=False)
+        fill_aged(conn, table, V7_AT, rows, recent, cutoff, with_time=False)
     else:
         id_type, make_id = AGED[layout]
         standard_table(conn, table, id_type)

@@ -30,6 +30,15 @@ def test_time_ordered_keys_make_the_smallest_index(lab):
     assert all(s["cleanup_index_bytes_per_row"] > 0 for s in sizes.values())
 
 
+def test_an_aged_v7_id_carries_its_time_however_long_the_fill_has_run(lab):
+    # A fill is one long INSERT: with the shift taken from now() (the statement's start), an ID
+    # made 300 ms into it carried a time 300 ms late, and expiry kept a row it should have dropped.
+    late_ms = lab.execute(
+        "SELECT abs(extract(epoch FROM uuid_extract_timestamp(" + layouts.V7_AT + ") - at)) * 1000 "
+        "FROM (SELECT now() - interval '20 days' AS at, pg_sleep(0.3)) aged").fetchone()[0]
+    assert late_ms < 50
+
+
 @pytest.mark.parametrize("layout", [*layouts.AGED, *layouts.LEAN])
 def test_every_expiry_path_keeps_exactly_the_rows_inside_the_window(lab, layout):
     record = layouts.expire_layout(lab, layout, 20000)
