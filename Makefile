@@ -40,8 +40,9 @@ up: setup
 	$(PY) -m lab.stack up
 
 down:
-	@if [ -x $(PY) ]; then $(PY) -m lab.stack down; \
-	  if [ -d .cache/serial ]; then $(SERIAL_STACK) $(PY) -m lab.stack down; fi; else echo "nothing to stop: no $(VENV)"; fi
+	@if [ -x $(PY) ]; then $(PY) -m lab.stack down; status=$$?; \
+	  if [ -d .cache/serial ]; then $(SERIAL_STACK) $(PY) -m lab.stack down || status=1; fi; exit $$status; \
+	  else echo "nothing to stop: no $(VENV)"; fi
 
 status: setup
 	$(PY) -m lab.stack status
@@ -142,6 +143,7 @@ test: up
 	@[ "$$(id -u)" = 0 ] || echo "make test: the $$($(PY) -m pytest -m root --collect-only -q 2>/dev/null | tail -1 | cut -d/ -f1) tests marked root (network partitions, a small disk: ip netns, mount) need root and will fail as $$(id -un)" >&2
 	$(SERIAL_STACK) $(PY) -m lab.stack up
 	@$(SERIAL_STACK) $(PY) -m pytest -p no:cacheprovider -m serial > .cache/serial/pytest.log 2>&1 & serial=$$!; \
+	  trap 'kill $$serial 2>/dev/null' INT TERM; \
 	  echo "$(PY) -m pytest -n 3 --dist loadgroup -m \"not serial\"  (and -m serial beside it, on the second stack)"; \
 	  $(PY) -m pytest -n 3 --dist loadgroup -m "not serial"; rest=$$?; \
 	  wait $$serial; restarts=$$?; echo "--- the tests marked serial, on the second stack:"; cat .cache/serial/pytest.log; \

@@ -272,7 +272,8 @@ CLAIMS = [
     ("README.md", "the zombie's offset commit fails with `UNKNOWN_MEMBER_ID`",
      lambda: all(r["commit_failed"].get("UNKNOWN_MEMBER_ID", 0) == r["evictions"] for r in zombie("b"))),
     ("README.md", "Nobody else was given those partitions until about a session timeout after the `MAXPOLL` line",
-     lambda: all(0.75 <= statistics.median(nonempty([h for r in zombie(v, "consumer", "-stall20") for h in r["handover_s"]]))
+     lambda: all(0.75 <= statistics.median(nonempty([h for r in zombie(v, "consumer", "-stall20")
+                                                     for h in r["handover_s"]]))
                  / (config(f"rebalance-{v}-consumer-stall20.json")["session_timeout_ms"] / 1000) <= 1.25
                  for v in "bc")),
     ("README.md", "is fenced: its commit fails, another member handles the message",
@@ -335,7 +336,8 @@ CLAIMS = [
      lambda: all(r["balance_total"] == 0 and not r["balances_exact"]
                  for v in ("qx-eos", "qx-eos-keyed") for r in runs("kill-frameworks.json", variant=v))),
     ("docs/frameworks.md", "The keyed sink makes the **rows** exactly-once",
-     lambda: all(r["duplicates"] == r["lost"] == 0 for f in ("kill-frameworks.json", "rebalance-frameworks-classic.json")
+     lambda: all(r["duplicates"] == r["lost"] == 0
+                 for f in ("kill-frameworks.json", "rebalance-frameworks-classic.json")
                  for r in runs(f, variant="qx-eos-keyed"))),
     ("docs/results.md", "They write rows, not credits: their balances are never exact.",
      lambda: all(not r["balances_exact"] for f in ("kill-frameworks.json", "rebalance-frameworks-classic.json")

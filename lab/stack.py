@@ -171,7 +171,8 @@ def fetch_kafka() -> None:
     mvn = shutil.which("mvn")
     if mvn is None:
         raise StackError(f"mvn not found: install Maven (apt-get install maven) to fetch the Kafka jars, {DOCKER_HINT}")
-    staging = KAFKA_HOME / "libs.partial"
+    staging = KAFKA_LIBS.parent / "libs.partial"  # beside the jars' home, shared by every stack
+    KAFKA_LIBS.parent.mkdir(parents=True, exist_ok=True)
     shutil.rmtree(staging, ignore_errors=True)
     print(f"fetching Kafka {KAFKA_VERSION} jars from Maven Central ...", file=sys.stderr)
     result = subprocess.run(
@@ -180,7 +181,7 @@ def fetch_kafka() -> None:
         capture_output=True, text=True,
     )
     if result.returncode != 0 or not (staging / broker_jar().name).exists():
-        log = KAFKA_HOME / "mvn.log"
+        log = KAFKA_LIBS.parent / "mvn.log"
         log.write_text(result.stdout + result.stderr)
         raise StackError(f"mvn could not fetch the Kafka jars from Maven Central: check that it is reachable (and any "
                          f"proxy in ~/.m2/settings.xml), then run `make up` again; mvn's output is in {log}")

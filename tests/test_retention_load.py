@@ -1,6 +1,6 @@
 """#31's retention beside a running p, small, on the real services: with retention.sql's
-batched delete beside it, and with the expired days of a day-partitioned inbox detached
-and dropped beside it, p credits each event once and retention leaves no expired ID
+batched delete beside it, and with the expired days of a day-partitioned inbox dropped
+(or detached, then dropped) beside it, p credits each event once and retention leaves no expired ID
 behind. Timings are recorded by the measurement, never asserted here."""
 import pytest
 
@@ -10,13 +10,15 @@ pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("services")]
 CONFIG = {"events": 2000, "backlog": 20000, "partitions": 2, "batch": 100, "seed": 4}
 
 
-@pytest.mark.parametrize("mode", ["delete", "detach"])
+@pytest.mark.parametrize("mode", ["delete", "drop", "detach"])
 def test_retention_beside_p_forgets_the_backlog_and_p_credits_each_event_once(mode):
     record = measure_retention_load.run_once(mode, 1, CONFIG)
     assert (record["duplicates"], record["lost"], record["balances_exact"]) == (0, 0, True), record
     assert record["expired_left"] == 0, record
-    forgot = record["forgotten_ids"] if mode == "delete" else record["dropped_days"]
-    assert forgot == (CONFIG["backlog"] if mode == "delete" else 8), record
+    if mode == "delete":
+        assert record["forgotten_ids"] == CONFIG["backlog"], record
+    else:  # the days 15 to 22 back; 9 if UTC midnight passed between making the partitions and dropping them
+        assert record["dropped_days"] in (8, 9), record
 
 
 def test_without_retention_the_backlog_stays():
