@@ -15,8 +15,10 @@ CONFIG = {"events": 800, "partitions": 6, "work_ms": 10, "faults": 1, "every_s":
           "lock_ms": 2000, "overrun_s": 2, "slow_every": 500, "max_poll_records": 1, "one_record_batches": True}
 # A broker restart meets a commit in flight only when the group moves the partition before a
 # later commit covers the failed one, which one restart did not always arrange (CI saw b
-# with no duplicate once): the broker restarts three times, for c and for its control alike.
-BROKER_RESTARTS = 3
+# with no duplicate once, and three restarts none on a machine loaded with other stacks):
+# the broker restarts four times, for c and for its control alike. These run beside the
+# rest of the suite (make test), so the extra restart costs the suite no time.
+BROKER_RESTARTS = 4
 
 
 def config_for(fault: str) -> dict:
