@@ -37,7 +37,7 @@ PostgreSQL 18 (uuidv7(interval) back-dates the backlog's IDs).
 import sys
 import threading
 import time
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 import psycopg
 from psycopg import sql
@@ -81,12 +81,15 @@ def fill_backlog(owner: psycopg.Connection, rows: int) -> None:
 
 
 def expired_days(owner: psycopg.Connection) -> list[str]:
-    """The day partitions that end before the window starts (inbox_v7_drop_before's rule)."""
-    return [name for (name,) in owner.execute(
+    """The day partitions that end before the window starts (inbox_v7_drop_before's rule). The
+    names are read first and their days parsed here: in one SQL statement the planner may apply
+    to_date() to every row of pg_class, whose names are not days."""
+    cutoff = owner.execute("SELECT (now() - %s) AT TIME ZONE 'UTC'", (WINDOW,)).fetchone()[0]
+    names = [name for (name,) in owner.execute(
         "SELECT c.relname FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid "
-        "WHERE i.inhparent = 'processed_messages'::regclass "
-        "AND (to_date(right(c.relname, 8), 'YYYYMMDD') + 1)::timestamp AT TIME ZONE 'UTC' <= now() - %s "
-        "ORDER BY 1", (WINDOW,))]
+        "WHERE i.inhparent = 'processed_messages'::regclass ORDER BY 1")]
+    return [name for name in names
+            if datetime.strptime(name[-8:], "%Y%m%d") + timedelta(days=1) <= cutoff]
 
 
 def forget(mode: str, space) -> dict:
@@ -163,6 +166,8 @@ def run_once(mode: str, run: int, config: dict) -> dict:
             if thread.ident is not None:
                 thread.join()  # retention runs to its end, whatever happened to p: the schema is dropped after
             worker.stop()
+        if errors:
+            raise errors[0]
         wal = wal_position(space.admin) - wal_before
         timing = credit_gaps(space.admin)
         last_credit = timing.pop("last_credit").timestamp()
