@@ -149,6 +149,26 @@ CLAIMS = [
      lambda: all(r["duplicates"] == r["evictions"] for r in zombie("b", "consumer", "-stall20"))
      and total(zombie("c", "consumer", "-stall20"), "duplicates") == 0
      and total(zombie("c", "consumer", "-stall20"), "skipped") > 0),
+    # #31, retention beside a running p (docs/throughput.md)
+    ("docs/throughput.md", "The batched delete wrote about three times the WAL p wrote alone",
+     lambda: 2.5 <= document("retention-load.json")["summary"]["delete"]["wal_mb"]["median"]
+     / document("retention-load.json")["summary"]["alone"]["wal_mb"]["median"] <= 3.5),
+    ("docs/throughput.md", "and ran for seconds beside p; dropping the same days, or detaching them first, took "
+                           "under a fifth of the delete's time and wrote no more WAL than p alone on that layout",
+     lambda: all(r["retention_s"] >= 1 and r["retention_within_window"] for r in runs("retention-load.json",
+                                                                                       mode="delete"))
+     and all(r["retention_s"] < 0.2 * document("retention-load.json")["summary"]["delete"]["retention_s"]["median"]
+             for m in ("drop", "detach") for r in runs("retention-load.json", mode=m))
+     and all(document("retention-load.json")["summary"][m]["wal_mb"]["median"]
+             <= 1.02 * document("retention-load.json")["summary"]["partitioned"]["wal_mb"]["median"]
+             for m in ("drop", "detach"))),
+    ("docs/throughput.md", "no retention mode's median longest stall was more than a third above p alone on its layout",
+     lambda: all(document("retention-load.json")["summary"][m]["longest_stall_ms"]["median"]
+                 <= 4 / 3 * document("retention-load.json")["summary"][base]["longest_stall_ms"]["median"]
+                 for m, base in (("delete", "alone"), ("drop", "partitioned"), ("detach", "partitioned")))),
+    ("docs/throughput.md", "p was faster on the partitioned inbox alone than on the unpartitioned one",
+     lambda: document("retention-load.json")["summary"]["partitioned"]["msgs_per_s"]["median"]
+     > document("retention-load.json")["summary"]["alone"]["msgs_per_s"]["median"]),
     # M4b
     ("README.md", "The alarm said so first, every time",
      lambda: all(r["alarm"] for r in nonempty([r for r in runs("retention.json")

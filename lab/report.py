@@ -894,10 +894,11 @@ def retention_load_section() -> str:
                      spread(s["longest_stall_ms"]), spread(s["wal_mb"], 1),
                      "–" if s["retention_s"] is None else spread(s["retention_s"], 1),
                      "–" if s["retention_s"] is None else f"{s['retention_within_window']} of {s['runs']}",
-                     s["totals"]["duplicates"] + s["totals"]["lost"], f"{s['totals']['expired_left']:,}"])
+                     s["totals"]["duplicates"] + s["totals"]["lost"],
+                     f"{statistics.median(r['expired_left'] for r in doc['runs'] if r['mode'] == mode):,.0f}"])
     low, high = c["backlog_days"]
     return (markdown_table(["Mode", "Runs", "p, msgs/s", "Against", "Longest stall, ms", "WAL, MB", "Retention, s",
-                            "Retention done before p's last credit", "Duplicates + lost", "Expired IDs left"], rows)
+                            "Retention done before p's last credit", "Duplicates + lost", "Expired IDs left, a run"], rows)
             + f"\n\nMedian (min–max) over runs; Against pairs each run with the same-numbered run of the mode "
             f"without retention on the same layout. Each run: {c['events']:,} credits with UUIDv7 IDs, published "
             f"first, drained by one p worker (batches of {c['batch']}) whose inbox already holds {c['backlog']:,} IDs "

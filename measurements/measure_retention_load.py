@@ -1,12 +1,13 @@
 """#31: what forgetting old IDs costs the consumer while it consumes.
 
 Claim: retention.sql's batched DELETE, run beside p against a backlog of expired IDs,
-slows p and writes WAL for every row it forgets; an inbox partitioned by the ID's day
-forgets the same backlog by dropping tables, which writes next to no WAL. But a
-partition drop (inbox_v7.sql's inbox_v7_drop_before, one DROP TABLE a day, in one
-transaction) needs the parent's ACCESS EXCLUSIVE lock: it waits for p's statement in
-flight, and every statement of p waits behind it, so p stalls however small the WAL.
-DETACH PARTITION ... CONCURRENTLY, then DROP, takes no lock p's statement conflicts with.
+writes WAL for every row it forgets and takes CPU and I/O from p; an inbox partitioned
+by the ID's day forgets the same backlog by dropping tables, which writes next to no WAL.
+The question the lock raises: a partition drop (inbox_v7.sql's inbox_v7_drop_before, one
+DROP TABLE a day, in one transaction) needs the parent's ACCESS EXCLUSIVE lock, so it
+waits for p's statement in flight and p's next statements wait behind it; DETACH
+PARTITION ... CONCURRENTLY, then DROP, takes no lock p's statement conflicts with. How
+long p stalls for either is measured (the longest gap between two credits), not assumed.
 
 Workload: `--events` credits with UUIDv7 IDs (the producer's clock in the ID), published
 up front, then one p worker drains them. Its inbox already remembers `--backlog` IDs from
