@@ -98,10 +98,20 @@ def run_once(variant: str, run: int, config: dict) -> dict:
             if relay:
                 relay[0].kill()
                 start_relay(())
-            final = start(worker_variant, common)
-            harness.settle([final, *relay], space.admin, None, 300.0, space.group, space.topic, still_s=3.0,
-                           applied=harness.provider_applied, pending=harness.external_pending)
-            final.stop()
+            # A consumer that exits on its own here (an unanswered call raises, by design) is started
+            # again, as its supervisor would, until the phase settles or its deadline passes: what
+            # stays uncharged then is lost, not what one unanswered call left behind.
+            deadline, restarts = time.monotonic() + 300.0, 0
+            while True:
+                final = start(worker_variant, common)
+                recovery = harness.settle([final], space.admin, None, deadline - time.monotonic(), space.group,
+                                          space.topic, still_s=3.0, applied=harness.provider_applied,
+                                          pending=harness.external_pending)
+                exited = final.proc.poll()  # before the stop: None unless it ended on its own
+                final.stop()
+                if recovery.settled or exited is None or time.monotonic() > deadline - 5:
+                    break
+                restarts += 1
             verdict = harness.verdict_of(events, space.admin, on_provider=True)
             counted, _ = checker.tally(workers)
         finally:
@@ -117,6 +127,7 @@ def run_once(variant: str, run: int, config: dict) -> dict:
             "killed_at_random": sum(k["crashed_itself"] is None for k in kill_log), **verdict,
             "charges": verdict["ledger_rows"],
             **{name: counted[name] for name in ("lease_short", "lease_taken_over", "provider_failed")},
+            "recovery_restarts": restarts, "recovery_settled": recovery.settled,
             "wall_s": round(time.monotonic() - started, 1), "kill_log": kill_log}
 
 
