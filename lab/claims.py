@@ -150,9 +150,9 @@ CLAIMS = [
      and total(zombie("c", "consumer", "-stall20"), "duplicates") == 0
      and total(zombie("c", "consumer", "-stall20"), "skipped") > 0),
     # #31, retention beside a running p (docs/throughput.md)
-    ("docs/throughput.md", "The batched delete wrote about three times the WAL p wrote alone",
-     lambda: 2.5 <= document("retention-load.json")["summary"]["delete"]["wal_mb"]["median"]
-     / document("retention-load.json")["summary"]["alone"]["wal_mb"]["median"] <= 3.5),
+    ("docs/throughput.md", "The batched delete wrote three to four times the WAL p wrote alone",
+     lambda: 3 <= document("retention-load.json")["summary"]["delete"]["wal_mb"]["median"]
+     / document("retention-load.json")["summary"]["alone"]["wal_mb"]["median"] <= 4),
     ("docs/throughput.md", "and ran for seconds beside p; dropping the same days, or detaching them first, took "
                            "under a fifth of the delete's time and wrote no more WAL than p alone on that layout",
      lambda: all(r["retention_s"] >= 1 and r["retention_within_window"] for r in runs("retention-load.json",
