@@ -402,19 +402,17 @@ def retention(plt, doc):
 
 def retention_load(plt, doc):
     modes = list(doc["summary"])
-    fig, (speed, stall) = plt.subplots(1, 2, figsize=(10, 4.2))
     names = [m.replace("partitioned", "partitioned\n(alone)") for m in modes]
-    speed.bar(range(len(modes)), [doc["summary"][m]["msgs_per_s"]["median"] for m in modes],
-              color=[GREY if m in ("alone", "partitioned") else BLUE for m in modes])
-    speed.set_xticks(range(len(modes)), names, fontsize=8)
-    speed.set_ylabel("p, msgs/s (median)")
-    tidy(speed)
-    stall.bar(range(len(modes)), [doc["summary"][m]["longest_stall_ms"]["median"] for m in modes],
-              color=[GREY if m in ("alone", "partitioned") else RED for m in modes])
-    stall.set_xticks(range(len(modes)), names, fontsize=8)
-    stall.set_ylabel("longest gap between two credits, ms (median)")
-    tidy(stall)
-    fig.suptitle(f"p while retention forgets {doc['config']['backlog']:,} expired IDs beside it", fontsize=11)
+    fig, axes = plt.subplots(1, 3, figsize=(12, 4.2))
+    for ax, field, ylabel in zip(axes, ("msgs_per_s", "wal_mb", "longest_stall_ms"),
+                                 ("p, msgs/s", "WAL written, MB", "longest gap between two credits, ms"), strict=True):
+        ax.bar(range(len(modes)), [doc["summary"][m][field]["median"] for m in modes],
+               color=[GREY if m in ("alone", "partitioned") else BLUE for m in modes])
+        ax.set_xticks(range(len(modes)), names, fontsize=8)
+        ax.set_ylabel(f"{ylabel} (median)", fontsize=9)
+        tidy(ax)
+    fig.suptitle(f"p while retention forgets {doc['config']['backlog']:,} expired IDs beside it (grey: no retention)",
+                 fontsize=11)
     return fig
 
 
