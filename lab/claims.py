@@ -169,6 +169,20 @@ CLAIMS = [
     ("docs/throughput.md", "p was faster on the partitioned inbox alone than on the unpartitioned one",
      lambda: document("retention-load.json")["summary"]["partitioned"]["msgs_per_s"]["median"]
      > document("retention-load.json")["summary"]["alone"]["msgs_per_s"]["median"]),
+    # M8 (docs/cluster.md)
+    ("docs/cluster.md", "with acks=all no acknowledged record went missing from the log, c, d and o applied every "
+                        "credit once through every leader and controller move",
+     lambda: total(runs("cluster.json", acks="all"), "acked_missing") == 0
+     and all(r["duplicates"] == r["lost"] == 0 for r in nonempty([
+         r for r in runs("cluster.json") if r["variant"] in ("c", "d", "o") and not r["fault"].startswith("pg-")]))),
+    ("docs/cluster.md", "every variant that keeps its offset in Kafka (b, c, d) then loses what the window held, "
+                        "while o, whose offsets fail over with its credits, loses nothing",
+     lambda: all(total(runs("cluster.json", fault="pg-failover-stalled", replication="async", variant=v), "lost") > 0
+                 for v in "bcd")
+     and total(runs("cluster.json", fault="pg-failover-stalled", variant="o"), "lost") == 0),
+    ("docs/cluster.md", "With a synchronous standby a confirmed commit is on both servers, and the failover forgets "
+                        "nothing",
+     lambda: total(runs("cluster.json", replication="sync"), "lost") == 0),
     # M4b
     ("README.md", "The alarm said so first, every time",
      lambda: all(r["alarm"] for r in nonempty([r for r in runs("retention.json")

@@ -48,9 +48,9 @@ VARIANT_NAMES = {
     "qx-eos": "qx-eos: Quix Streams exactly-once, PostgreSQLSink's plain INSERT",
     "qx-eos-keyed": "qx-eos-keyed: Quix Streams exactly-once, the sink's ON CONFLICT DO NOTHING on event_id",
 }
-# the others: more of M8 with the same parameters, on second labs beside the first (cluster-more-b.json on the
-# default ports beside cluster-more.json; cluster-acks1.json: six more acks=1 leader kills of b)
-CLUSTER_FILES = ("cluster.json", "cluster-more.json", "cluster-more-b.json", "cluster-acks1.json")
+# cluster.json: every fault and variant with acks=all (make measure-cluster); cluster-acks1.json: leader
+# kills under acks=1, the same harness and parameters otherwise
+CLUSTER_FILES = ("cluster.json", "cluster-acks1.json")
 CLUSTER_FAULT_NAMES = {
     "leader-kill": "leader SIGKILLed, back after {down_s:g} s", "leader-pause": "leader paused {pause_s:g} s",
     "controller-kill": "active controller SIGKILLed, back after {down_s:g} s",
@@ -1242,18 +1242,17 @@ def cluster_section() -> str:
             f"{c['rate']:g} a second into {c['partitions']} partitions (replication factor 3, min.insync.replicas 2) "
             f"while one consumer reads them; the fault comes {c['fault_after_s']:g} s after its first credit. "
             f"Acknowledged records missing: IDs the publisher's journal says the broker acknowledged, not in the "
-            "log afterwards. From `results/cluster.json`, `results/cluster-more.json`, "
-            "`results/cluster-more-b.json` and `results/cluster-acks1.json` (the same harness and parameters; "
-            "cluster-more and cluster-more-b ran at the same time on two replicated labs on different ports, "
-            f"which only count): {provenance(cluster)}.\n")
+            f"log afterwards. From `results/cluster.json`: {provenance(cluster)}"
+            + (f"; and the acks=1 rows from `results/cluster-acks1.json`: {provenance(acks1)}"
+               if (acks1 := load("cluster-acks1.json")) else "") + ".\n")
 
 
 def offsets_section() -> str:
     """o against c: under the failover that loses c's credits, under M1 and M2, and what it costs."""
     rows = []
-    # c and o interleaved run by run in one invocation (cluster-offsets.json), then each mode as M8 ran it.
-    sets = [(doc, "c and o interleaved, one invocation") for doc in [load("cluster-offsets.json")] if doc]
-    sets += [({"config": config, "runs": [r]}, "M8's table") for r, config in cluster_runs()]
+    # c and o as M8 ran them: interleaved run by run with b and d, in one invocation
+    sets = [({"config": config, "runs": [r]}, "b, c, d and o interleaved, one invocation")
+            for r, config in cluster_runs()]
     groups = {}
     for doc, how in sets:
         for r in doc["runs"]:
