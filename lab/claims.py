@@ -183,6 +183,8 @@ CLAIMS = [
     ("docs/cluster.md", "With a synchronous standby a confirmed commit is on both servers, and the failover forgets "
                         "nothing",
      lambda: total(runs("cluster.json", replication="sync"), "lost") == 0),
+    ("docs/cluster.md", "The acks=1 rows caught none",
+     lambda: total(runs("cluster-acks1.json", acks="1"), "acked_missing") == 0),
     # M4b
     ("README.md", "The alarm said so first, every time",
      lambda: all(r["alarm"] for r in nonempty([r for r in runs("retention.json")
