@@ -10,12 +10,22 @@ from tests.test_faults import CONFIG, config_for
 
 pytestmark = [pytest.mark.usefixtures("services"), pytest.mark.slow]
 
+# The cut lands while the cut-off consumer stalls inside a handler (2 s on every 50th event it
+# takes), before that credit's offset is committed, for c and for its control alike. A cut at a
+# random moment (measure_faults' schedule) can land just after an offset commit reached the
+# broker and meet no work in flight: it did in CI, for b once and for c once (ledger 770 of 800).
+IN_HANDLER = {**CONFIG, "in_handler": 50, "in_handler_s": 2}
+
+
+def schedule_for(fault: str) -> dict:
+    return IN_HANDLER if fault.startswith("partition") else config_for(fault)
+
 
 @pytest.mark.parametrize("fault", [pytest.param("partition-broker", marks=pytest.mark.root),
                                    pytest.param("partition-db", marks=pytest.mark.root), "share-lock"])
 def test_the_inbox_survives(fault):
-    record = measure_faults.run_once(fault, "c", 1, config_for(fault))
-    assert record["faults"] == config_for(fault)["faults"] and record["settled"] and record["crashed"] == []
+    record = measure_faults.run_once(fault, "c", 1, schedule_for(fault))
+    assert record["faults"] == schedule_for(fault)["faults"] and record["settled"] and record["crashed"] == []
     assert (record["duplicates"], record["lost"], record["unexpected"]) == (0, 0, 0), record
     assert record["balances_exact"] is True
     # The fault met work in flight, or c's zeros would prove nothing: a Postgres restart stops
@@ -31,12 +41,9 @@ def test_the_inbox_survives(fault):
 @pytest.mark.root
 @pytest.mark.parametrize("fault", ["partition-broker", "partition-db"])
 def test_without_the_inbox_a_partition_zombie_duplicates(fault):
-    # The cut lands while the cut-off consumer stalls inside a handler (2 s on every 50th event
-    # it takes), before that credit is written and its offset committed: that message is then
-    # credited twice, by the zombie once the link heals and by the consumer that took its
-    # partitions. A cut at a random moment (measure_faults' schedule) can instead land just
-    # after an offset commit reached the broker, and make no zombie: it did once in CI.
-    record = measure_faults.run_once(fault, "b", 1, {**CONFIG, "in_handler": 50, "in_handler_s": 2})
+    # The same schedule as c's: the message in the stalled handler is credited twice, by the
+    # zombie once the link heals and by the consumer that took its partitions.
+    record = measure_faults.run_once(fault, "b", 1, schedule_for(fault))
     assert record["faults"] == 1
     assert record["duplicates"] >= 1, record
     assert record["lost"] == 0
