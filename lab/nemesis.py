@@ -462,6 +462,26 @@ def pause(pid: int, seconds: float, watch: dict | None = None) -> dict:
     return seen
 
 
+def stopped_until(pid: int, resume_when, deadline_s: float) -> threading.Thread:
+    """SIGSTOP `pid` now; a thread sends SIGCONT once `resume_when()` answers True (asked every
+    0.2 s) or `deadline_s` has passed, whichever comes first. Returned: that thread, to join."""
+    pidfd = os.pidfd_open(pid)
+    signal.pidfd_send_signal(pidfd, signal.SIGSTOP)
+
+    def hold():
+        try:
+            end = time.monotonic() + deadline_s
+            while time.monotonic() < end and not resume_when():
+                time.sleep(0.2)
+        finally:
+            _continue(pidfd)
+            os.close(pidfd)
+
+    thread = threading.Thread(target=hold, name=f"stopped-{pid}", daemon=True)
+    thread.start()
+    return thread
+
+
 def _continue(pidfd: int) -> None:
     with contextlib.suppress(ProcessLookupError):  # it may have been killed while it stood still
         signal.pidfd_send_signal(pidfd, signal.SIGCONT)

@@ -101,7 +101,11 @@ def run_once(variant: str, run: int, config: dict) -> dict:
             # A consumer that exits on its own here (an unanswered call raises, by design) is started
             # again, as its supervisor would, until the phase settles or its deadline passes: what
             # stays uncharged then is lost, not what one unanswered call left behind.
-            deadline, restarts = time.monotonic() + 300.0, 0
+            deadline, restarts, first = time.monotonic() + 300.0, 0, len(workers)
+            # the tests: the provider stands still until the first final consumer has exited
+            held = nemesis.stopped_until(running.proc.pid, lambda: len(workers) > first and
+                                         workers[first].proc.poll() is not None, 120.0) \
+                if config.get("hold_provider_in_recovery") else None
             while True:
                 final = start(worker_variant, common)
                 recovery = harness.settle([final], space.admin, None, deadline - time.monotonic(), space.group,
@@ -112,6 +116,8 @@ def run_once(variant: str, run: int, config: dict) -> dict:
                 if recovery.settled or exited is None or time.monotonic() > deadline - 5:
                     break
                 restarts += 1
+            if held is not None:
+                held.join()
             verdict = harness.verdict_of(events, space.admin, on_provider=True)
             counted, _ = checker.tally(workers)
         finally:

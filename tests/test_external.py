@@ -214,6 +214,23 @@ def test_keys_survive_hard_kills_and_crashes_around_the_call():
     assert (record["duplicates"], record["lost"], record["balances_exact"]) == (0, 0, True)
 
 
+@pytest.mark.slow
+@pytest.mark.usefixtures("services")
+def test_a_final_consumer_that_exits_on_an_unanswered_call_is_started_again():
+    """M5's recovery: the provider stands still (SIGSTOP) from the recovery's start until the
+    first final consumer has exited on its unanswered call, as it does by design; the harness
+    starts another, as a supervisor would, and the events left uncharged are charged once.
+    Before afd9242 that consumer was not started again and they were counted as lost."""
+    from measurements import measure_external
+
+    config = {"events": 300, "kills": 1, "partitions": 3, "work_ms": 5, "life": [0.3, 0.5], "seed": 5,
+              "lease_s": 1.0, "crash_every": 10_000, "crash_before_every": 10_000, "session_timeout_ms": 2000,
+              "hold_provider_in_recovery": True}
+    record = measure_external.run_once("keys", 1, config)
+    assert record["recovery_restarts"] >= 1 and record["recovery_settled"], record
+    assert (record["duplicates"], record["lost"], record["balances_exact"]) == (0, 0, True), record
+
+
 def test_processes_starting_together_pick_a_planted_crash_once(dsn, monkeypatch):
     """The outbox consumer and its relay start together (their crash table once raced on
     CREATE TABLE IF NOT EXISTS and stopped an M5 run). Now the table is the owner's, made with
