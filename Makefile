@@ -88,9 +88,13 @@ measure: up
 	$(PY) measure_throughput.py $(FORCE) --variants raw,db-d,db,d,p --runs 5 --events 100000 --out results/throughput-pipelined.json
 	$(PY) measure_throughput.py $(FORCE) --variants d,p,p@2,db,db@2 --runs 5 --events 100000 --out results/throughput-connections.json
 	$(PY) -m measurements.profile_p --out results/profile-p.txt
+	$(PY) -m measurements.profile_p --lean --out results/profile-p-lean.txt
 	$(PY) measure_kill.py $(FORCE) --variant p --runs 5 --kills 20 --events 10000 --out results/kill-p.json
 	$(PY) measure_kill.py $(FORCE) --variant p --connections 2 --runs 5 --kills 20 --events 10000 --out results/kill-p-connections2.json
 	$(PY) measure_rebalance.py $(FORCE) --variant p --runs 5 --out results/rebalance-p-classic.json
+	$(PY) measure_kill.py $(FORCE) --variant o --runs 5 --out results/kill-o.json
+	$(PY) measure_rebalance.py $(FORCE) --variant o --runs 5 --out results/rebalance-o-classic.json
+	$(PY) measure_throughput.py $(FORCE) --variants c,o --runs 5 --events 20000 --out results/throughput-offsets.json
 	$(PY) measure_throughput.py $(FORCE) --variants c,d,p --inbox-rows 0,10000000,50000000 --id-type text,uuid-v7 \
 	  --events-of c=5000 --runs 5 --events 100000 --out results/throughput-inbox.json
 	$(PY) measure_throughput.py $(FORCE) --variants c,d,p --consumers 1,2,3 --events-of c=20000 --runs 5 --events 100000 \
@@ -98,6 +102,8 @@ measure: up
 	$(PY) -m measurements.measure_latency $(FORCE) --variants c,d,p --rates 200,500,5000 --runs 5
 	$(PY) -m measurements.measure_eos $(FORCE) --variant all --runs 5 --kills 20 --events 10000
 	$(PY) -m measurements.measure_publish $(FORCE) --source all --variant all --runs 5
+	# the post's shortcuts join the same file's runs (no $(FORCE): it would start the file over)
+	$(PY) -m measurements.measure_publish --source all --variant shortcuts --runs 5
 	$(PY) -m measurements.measure_faults $(FORCE) --fault pg-restart --variant c,c-reconnect --runs 5 \
 	  --out results/faults-reconnect.json
 	$(PY) -m measurements.measure_retention $(FORCE) --variant all --runs 5 --out results/retention.json
@@ -117,6 +123,7 @@ measure: up
 	$(PY) -m measurements.measure_latency $(FORCE) --variants c,d,p --load 0.5,0.8,0.95 --capacity-events-of c=3000 --runs 5 \
 	  --out results/latency-saturation.json
 	$(PY) -m measurements.measure_faults_more $(FORCE) --fault lost-commit-reply --variant b,c,d,p,o,a2 --runs 5 --events 2000
+	# the other faults join faults-more.json's runs (no $(FORCE): it would start the file over)
 	for f in pause-postgres pause-consumer topic-recreated pg-max-connections; do $(PY) -m measurements.measure_faults_more \
 	  --fault $$f --variant b,c,d,p,o --runs 5 --events 2000 || exit 1; done
 	for f in disk-full sigterm; do $(PY) -m measurements.measure_faults_more \
@@ -169,7 +176,9 @@ test-replicated: setup
 measure-cluster: up-replicated
 	eval "$$($(PY) -m lab.stack env --replicated)" && \
 	  $(PY) -m measurements.measure_cluster $(FORCE) --fault all --variant all --pg-replication both --runs 5 \
-	  --events 2000 --rate 100
+	  --events 2000 --rate 100 && \
+	  $(PY) -m measurements.measure_cluster $(FORCE) --fault leader-kill --variant b,c --acks 1 --runs 5 --events 2000 \
+	  --rate 100 --out results/cluster-acks1.json
 
 lint: setup
 	$(VENV)/bin/ruff check .

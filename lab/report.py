@@ -528,8 +528,8 @@ def pipelined_section() -> str:
         f"themselves. From `results/throughput-pipelined.json`: {provenance(doc)}.\n")
     if two := load("throughput-connections.json"):
         t = two["config"]
-        text += "\nTwo statements at once (p@2: `--connections 2`; db@2: the ceiling, two connections taking " \
-                "the batches in turn):\n\n" + cpu_table(two) + throughput_tables(two) + (
+        text += "\nTwo statements at once (p@2: the worker's `--connections 2`; db@2: the ceiling, two " \
+                "connections taking the batches in turn):\n\n" + cpu_table(two) + throughput_tables(two) + (
                     f"\n\n{t['runs']} runs of {t['events']:,} credits per variant, batches of {t['batch']}, "
                     f"interleaved in another invocation. From `results/throughput-connections.json`: "
                     f"{provenance(two)}.\n")
@@ -898,7 +898,8 @@ def retention_load_section() -> str:
                      f"{statistics.median(r['expired_left'] for r in doc['runs'] if r['mode'] == mode):,.0f}"])
     low, high = c["backlog_days"]
     return (markdown_table(["Mode", "Runs", "p, msgs/s", "Against", "Longest stall, ms", "WAL, MB", "Retention, s",
-                            "Retention done before p's last credit", "Duplicates + lost", "Expired IDs left, a run"], rows)
+                            "Retention done before p's last credit", "Duplicates + lost", "Expired IDs left, a run"],
+                           rows)
             + f"\n\nMedian (min–max) over runs; Against pairs each run with the same-numbered run of the mode "
             f"without retention on the same layout. Each run: {c['events']:,} credits with UUIDv7 IDs, published "
             f"first, drained by one p worker (batches of {c['batch']}) whose inbox already holds {c['backlog']:,} IDs "
@@ -906,8 +907,8 @@ def retention_load_section() -> str:
             "credit. WAL is what the server wrote from p's start until p and retention were both done; the longest "
             "stall is the longest gap between two credits. The unpartitioned and the partitioned inbox differ "
             "in more than retention (p writes into one table with two indexes, or into today's small partition), so "
-            "each retention mode is paired with its own layout alone. Modes interleaved run by run, in a rotating order, in "
-            f"one invocation. From `results/retention-load.json`: {provenance(doc)}.\n")
+            "each retention mode is paired with its own layout alone. Modes interleaved run by run, in a rotating "
+            f"order, in one invocation. From `results/retention-load.json`: {provenance(doc)}.\n")
 
 
 LAYOUT_NAMES = {

@@ -2,9 +2,9 @@
 SIGKILLs one of them at a time while the other two go on; the killed one is started again
 at once, as a supervisor would. Before the group forms, a first consumer crashes itself right
 after the database commit of a chosen event, before its offset commit: the window the inbox
-exists for, landed on purpose, so that every run reaches it whatever the random kills hit. Each kill moves its partitions to the survivors mid-batch,
-so an event can be met by a second consumer while the first one's transaction stands or
-after it committed. The inbox variants must still credit each event once, on seeds M1
+exists for, landed on purpose, so that every run reaches it whatever the random kills hit.
+Each kill moves its partitions to the survivors mid-batch, so an event can be met by a
+second consumer while the first one's transaction stands or after it committed. The inbox variants must still credit each event once, on seeds M1
 does not use, and their inbox must be seen skipping a copy; the controls on the same schedule
 must not credit each event once: b (no inbox) and auto-commit (a1)."""
 import random
@@ -21,7 +21,7 @@ CONSUMERS, KILLS, EVENTS, PARTITIONS = 3, 4, 2400, 6
 # topic lasts the whole schedule.
 CONFIG = {"work_ms": 10, "session_timeout_ms": 2000, "heartbeat_interval_ms": 500, "batch": 20}
 CHOSEN_SEQ = 60
-CHOSEN = "g{seed}-%d" % CHOSEN_SEQ  # the event after whose database commit a first member crashes
+CHOSEN = f"g{{seed}}-{CHOSEN_SEQ}"  # the event after whose database commit a first member crashes
 
 
 def group_under_kills(variant: str, seed: int, plant: bool = True) -> tuple[int, dict, int]:

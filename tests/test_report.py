@@ -139,14 +139,15 @@ def test_a_changed_flag_default_is_a_figure_change():
     before = ("def parse_args(argv):\n    parser = argparse.ArgumentParser()\n"
               "    parser.add_argument('--batch', type=int, default=500)\n    args = parser.parse_args(argv)\n"
               "    return args\n")
-    checked = before.replace("    return args", "    if args.batch < 1:\n        parser.error('--batch must be at least 1')\n"
-                                                "    cli.positive(parser, args, 'batch')\n    return args")
+    checked = before.replace("    return args",
+                             "    if args.batch < 1:\n        parser.error('--batch must be at least 1')\n"
+                             "    cli.positive(parser, args, 'batch')\n    return args")
     assert report.flag_setup(before) == report.flag_setup(checked)  # checks only
     assert report.flag_setup(before) != report.flag_setup(before.replace("default=500", "default=100"))
     assert report.flag_setup(before) != report.flag_setup(before.replace("    return args", "    args.batch = 100\n"
                                                                                           "    return args"))
-    assert report.flag_setup(before) != report.flag_setup(before.replace("    args =", "    parser.add_argument('--x')\n"
-                                                                                         "    args ="))
+    added = before.replace("    args =", "    parser.add_argument('--x')\n    args =")
+    assert report.flag_setup(before) != report.flag_setup(added)
 
 
 def test_a_module_imported_under_another_name_is_still_followed():
