@@ -1,12 +1,13 @@
-"""M1 with a group: three consumers of one variant share a topic, and a seeded schedule
-SIGKILLs one of them at a time while the other two go on; the killed one is started again
-at once, as a supervisor would. Before the group forms, a first consumer crashes itself right
-after the database commit of a chosen event, before its offset commit: the window the inbox
-exists for, landed on purpose, so that every run reaches it whatever the random kills hit.
-Each kill moves its partitions to the survivors mid-batch, so an event can be met by a
-second consumer while the first one's transaction stands or after it committed. The inbox variants must still credit each event once, on seeds M1
-does not use, and their inbox must be seen skipping a copy; the controls on the same schedule
-must not credit each event once: b (no inbox) and auto-commit (a1)."""
+"""M1 with a group: three consumers of one variant share a topic, and a seeded schedule SIGKILLs
+one of them at a time while the other two go on; the killed one is started again at once, as a
+supervisor would. Before the group forms, a first consumer crashes itself right after the
+database commit of a chosen event, before its offset commit: the window the inbox exists for,
+landed on purpose, so that every run reaches it whatever the random kills hit. Each kill moves
+its partitions to the survivors mid-batch, so an event can be met by a second consumer while
+the first one's transaction stands or after it committed. The inbox variants must still credit
+each event once, on seeds M1 does not use, and their inbox must be seen skipping a copy; the
+controls on the same schedule must not credit each event once: b (no inbox) and auto-commit
+(a1)."""
 import random
 import time
 
