@@ -42,6 +42,7 @@ from datetime import datetime, timedelta
 
 import psycopg
 from psycopg import sql
+from psycopg.conninfo import conninfo_to_dict
 
 import consume
 from lab import cli, harness, results
@@ -53,6 +54,10 @@ MODES = ("alone", "delete", "partitioned", "drop", "detach")
 PARTITIONED = ("partitioned", "drop", "detach")
 WINDOW = timedelta(days=14)
 BACKLOG_DAYS = (15, 21)  # the expired IDs' ages, spread evenly over these days
+# Each retention statement's bound: a DETACH ... CONCURRENTLY waits for every transaction that
+# might still see the partition, so one stuck transaction would hold the run forever; over the
+# bound it fails, and the run raises with the reason, rather than hang.
+RETENTION_STATEMENT_TIMEOUT_S = 300
 
 # The inbox partitioned by the ID's UTC day, in the shape schema.sql gives it, with
 # grants.sql's grants (the consumer claims, retention forgets).
@@ -93,12 +98,20 @@ def expired_days(owner: psycopg.Connection) -> list[str]:
             if datetime.strptime(name[-8:], "%Y%m%d") + timedelta(days=1) <= cutoff]
 
 
+def bounded(dsn: str) -> psycopg.Connection:
+    """A retention connection whose statements give up after RETENTION_STATEMENT_TIMEOUT_S (added to
+    the DSN's own options, which name the run's schema)."""
+    options = conninfo_to_dict(dsn).get("options", "")
+    return psycopg.connect(dsn, autocommit=True,
+                           options=f"{options} -c statement_timeout={RETENTION_STATEMENT_TIMEOUT_S}s".strip())
+
+
 def forget(mode: str, space) -> dict:
     """The mode's retention, start to end; what it forgot."""
     if mode == "delete":
-        with psycopg.connect(harness.scoped_dsn(space.schema, RETENTION_DSN), autocommit=True) as conn:
+        with bounded(harness.scoped_dsn(space.schema, RETENTION_DSN)) as conn:
             return {"forgotten_ids": sum(inbox_retention.forget(conn, WINDOW, 10000))}
-    with psycopg.connect(space.admin, autocommit=True) as owner:
+    with bounded(space.admin) as owner:
         if mode == "drop":
             return {"dropped_days": owner.execute("SELECT inbox_v7_drop_before('processed_messages', now() - %s)",
                                                   (WINDOW,)).fetchone()[0]}
@@ -133,9 +146,7 @@ def run_once(mode: str, run: int, config: dict) -> dict:
             owner.execute(inbox_v7.SQL_FILE.read_text())  # uuidv7_floor and the day partitions' functions
             if mode in PARTITIONED:
                 owner.execute(PARTITIONED_INBOX)
-                owner.execute("SELECT inbox_v7_ensure_days('processed_messages', "
-                              "(now() AT TIME ZONE 'UTC')::date - %s, (now() AT TIME ZONE 'UTC')::date + 1)",
-                              (BACKLOG_DAYS[1] + 1,))
+                inbox_v7.ensure_days(owner, "processed_messages", BACKLOG_DAYS[1] + 1, 1)
             else:
                 owner.execute(inbox_retention.RETENTION_SQL.read_text().split(";")[0])  # its index, run once
             fill_backlog(owner, config["backlog"])
