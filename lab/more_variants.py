@@ -30,6 +30,8 @@ VARIANTS: dict[str, tuple[str, str | None]] = {
     **{v: ("variants.shortcuts", None) for v in ("upsert", "versioned", "offset-dedup")},
     # #31: p at a lower CPU cost, measured beside p, step by step (consume_lean.STEPS)
     **{v: ("variants.consume_lean", None) for v in ("p-lean-py", "p-lean-sql", "p-lean")},
+    # #31: p without its inbox, to measure what the claim costs beside p (never a consumer to run)
+    "p-bare": ("variants.consume_bare", None),
 }
 
 

@@ -37,6 +37,7 @@ VARIANT_NAMES = {
     "p-lean-py": "p-lean-py: p, decoding by msgspec, fewer cycle collections",
     "p-lean-sql": "p-lean-sql: and the join once, rows back only for what was not applied",
     "p-lean": "p-lean: and the ledger without its foreign key",
+    "p-bare": "p-bare: p's statement without the claim (no inbox)",
     "db": "db: p's statement alone, batches built in memory",
     "db-d": "db-d: d's statements alone, batches built in memory",
     "offset-dedup": "offset-dedup: the inbox keyed on topic, partition and offset",
@@ -136,6 +137,8 @@ VARIANT_CODE = {
     **{v: ("variants/shortcuts.py", "lab/more_variants.py") for v in ("upsert", "versioned", "offset-dedup")},
     **{v: ("variants/consume_batched.py", "variants/consume_pipelined.py", "variants/consume_lean.py",
            "lab/more_variants.py") for v in ("p-lean-py", "p-lean-sql", "p-lean")},
+    "p-bare": ("variants/consume_batched.py", "variants/consume_pipelined.py", "variants/consume_bare.py",
+               "lab/more_variants.py"),
 }
 
 
@@ -201,8 +204,10 @@ def measured_by(doc: dict) -> str:
             changed.add(f"(commit {commit} unknown here)")
             continue
         for path in diff.stdout.split():
-            if path.startswith("lab/") and Path(path).stem in BY_FUNCTION:
-                if names := used_and_changed(path, commit, files):
+            if source_at(path, commit) is None and (ROOT / path).exists():
+                pass  # new since: it can reach these figures only through a change to a file that was there
+            elif path.startswith("lab/") and Path(path).stem in BY_FUNCTION:
+                if names := used_and_changed(path, commit, files) - same_entries(path, commit, variants_of(doc)):
                     changed.add(f"{path} ({', '.join(sorted(names, key=str.lower))})")
             elif path == script and only_flag_checks_changed(path, commit):
                 pass  # only its flags' checks changed: the file records the config its runs used
@@ -238,6 +243,50 @@ def top_level(source: str) -> tuple[dict[str, str], list[str]]:
         else:
             rest.append(ast.dump(node))
     return defs, rest
+
+
+# The registries of lab/more_variants.py: variant -> what runs it. A new variant's entry moves
+# no figure of a file whose runs never name it.
+KEYED_BY_VARIANT = {"lab/more_variants.py": ("VARIANTS", "SETUP")}
+
+
+def variants_of(doc: dict) -> set[str]:
+    """The variants a results file's runs name (p@2:3 is p), and the strings its measurement's
+    script names (a variant it runs under another label)."""
+    script = f"{doc['harness']}.py" if (ROOT / f"{doc['harness']}.py").exists() else f"measurements/{doc['harness']}.py"
+    named = {(r.get("variant") or "").partition(":")[0].partition("@")[0] for r in doc["runs"]}
+    source = (ROOT / script).read_text() if (ROOT / script).exists() else ""
+    return named | {n.value for n in ast.walk(ast.parse(source)) if isinstance(n, ast.Constant)
+                    and isinstance(n.value, str)}
+
+
+def registry(source: str, name: str) -> dict | None:
+    """The value of the top-level registry `name` in `source` (a dict of literals); None if it
+    is not one (it then counts as changed as a whole)."""
+    for node in ast.parse(source).body:
+        if isinstance(node, (ast.Assign, ast.AnnAssign)) and ast.unparse(
+                node.targets[0] if isinstance(node, ast.Assign) else node.target) == name:
+            try:
+                value = eval(compile(ast.Expression(node.value), name, "eval"), {"__builtins__": {}})  # noqa: S307
+            except Exception:  # noqa: BLE001 - anything but plain literals: not read here
+                return None
+            return value if isinstance(value, dict) else None
+    return None
+
+
+def same_entries(path: str, commit: str, variants: set[str]) -> set[str]:
+    """The registries of `path` whose entries for `variants` are as they were at `commit`."""
+    return same_registry_entries(source_at(path, commit) or "", (ROOT / path).read_text(),
+                                 KEYED_BY_VARIANT.get(path, ()), variants)
+
+
+def same_registry_entries(old: str, new: str, names, variants: set[str]) -> set[str]:
+    same = set()
+    for name in names:
+        before, after = registry(old, name), registry(new, name)
+        if before is not None and after is not None and all(before.get(v) == after.get(v) for v in variants):
+            same.add(name)
+    return same
 
 
 # A measurement's parse_args reads and checks its flags; what the runs were given is in the

@@ -223,7 +223,7 @@ def credit(event_id, account=1, amount=100):
     return (b"1", json.dumps({"account_id": account, "amount": amount}).encode(), [("event_id", event_id.encode())])
 
 
-def every_kind_of_poison_is_parked(topic, group, dsn, conn, run=None, **options):
+def every_kind_of_poison_is_parked(topic, group, dsn, conn, run=None, inbox=True, **options):
     # One consumer through every kind in a row (one partition: key b"1" and b"9" alike), then
     # a good credit: each poison is parked with its reason, source, key, value and headers.
     conn.execute("UPDATE accounts SET balance = 9223372036854775797 WHERE id = %s", (FULL_ACCOUNT,))
@@ -241,5 +241,5 @@ def every_kind_of_poison_is_parked(topic, group, dsn, conn, run=None, **options)
         assert [h for h in message.headers() if not h[0].startswith("dlq_")] == poison[2], kind
     # The good message after them was applied; the poison left no trace in the database.
     assert conn.execute("SELECT event_id, amount FROM ledger").fetchall() == [("good-1", 100)]
-    assert conn.execute("SELECT message_id FROM processed_messages").fetchall() == [("good-1",)]
+    assert conn.execute("SELECT message_id FROM processed_messages").fetchall() == ([("good-1",)] if inbox else [])
     assert conn.execute("SELECT balance FROM accounts WHERE id = %s", (FULL_ACCOUNT,)).fetchone()[0] == 2**63 - 11

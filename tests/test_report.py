@@ -170,3 +170,16 @@ def test_a_module_imported_under_another_name_is_still_followed():
 def test_a_name_bound_twice_changes_when_either_binding_does():
     before = "LIMIT = 1\nLIMIT = 2\n"
     assert report.names_changed(before, "LIMIT = 3\nLIMIT = 2\n") == {"LIMIT"}
+
+
+def test_a_registry_entry_for_another_variant_moves_no_figure():
+    before = 'REG = {**{v: ("m.a", None) for v in ("a1", "a2")}, "b": ("m.b", None)}\n'
+    assert report.registry(before, "REG") == {"a1": ("m.a", None), "a2": ("m.a", None), "b": ("m.b", None)}
+    added = before.replace('"b": ("m.b", None)', '"b": ("m.b", None), "c": ("m.c", None)')
+    assert report.same_registry_entries(before, added, ("REG",), {"a1", "b"}) == {"REG"}
+    assert report.same_registry_entries(before, added, ("REG",), {"c"}) == set()  # c's own figures: new code
+    changed = before.replace('"m.b"', '"m.b2"')
+    assert report.same_registry_entries(before, changed, ("REG",), {"a1", "b"}) == set()
+    # anything but literals is not read, and counts as changed
+    assert report.registry("REG = dict(load())\n", "REG") is None
+    assert report.same_registry_entries("REG = dict(load())\n", "REG = dict(load())\n", ("REG",), {"a1"}) == set()

@@ -15,7 +15,7 @@ pytestmark = pytest.mark.xdist_group("shared")  # the measurement lock, the kept
 
 @pytest.mark.slow
 @pytest.mark.usefixtures("services")
-@pytest.mark.parametrize("variant", ["a2", "c", "p", "db"])
+@pytest.mark.parametrize("variant", ["a2", "c", "p", "p-bare", "db"])
 def test_throughput_run_times_every_credit_once(variant):
     record = measure_throughput.run_once(variant, 1, {"events": 300, "partitions": 2})
     assert record["msgs_per_s"] > 0

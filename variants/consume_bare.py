@@ -1,0 +1,95 @@
+"""p without its inbox (variant p-bare): what the claim costs at batch scale.
+
+Claim: none about safety. p-bare is p with one thing taken out, the INSERT into
+processed_messages and the join of every write to what it claimed; it credits whatever
+it reads, so a batch read twice (after a crash, a rebalance, a lost commit reply) is
+credited twice. It exists to be measured beside p in one invocation (measure_throughput.py
+--variants p,p-bare), as the post's "about 7%" (c against b) is, one message at a time.
+Never run it as a consumer.
+
+Everything else is p's: the batch, its decoding and dead letters, the lock order (accounts
+by id, then the writes), one statement per batch in autocommit, offsets committed after it.
+
+Assumptions: consume_pipelined.py's.
+"""
+import contextlib
+import threading
+import time
+
+from consume import event_id_of
+from variants import consume_pipelined
+
+# p's statement less the claim: every credit for a known account is written.
+CREDIT_ONLY = """
+WITH input AS (
+    SELECT * FROM unnest(%(ids)s::text[], %(accounts)s::int[], %(amounts)s::bigint[]) AS i(event_id, account_id, amount)
+), known AS (
+    SELECT id FROM accounts WHERE id = ANY(%(wanted)s::int[])
+), locked AS (
+    SELECT id FROM accounts WHERE id IN (SELECT id FROM known) ORDER BY id FOR NO KEY UPDATE
+), ledgered AS (
+    INSERT INTO ledger (event_id, account_id, amount)
+    SELECT event_id, account_id, amount FROM input
+    WHERE account_id IN (SELECT id FROM known) AND (SELECT count(*) FROM locked) > 0
+), credited AS (
+    UPDATE accounts SET balance = balance + t.total
+    FROM (SELECT account_id, sum(amount) AS total FROM input WHERE account_id IN (SELECT id FROM known)
+          GROUP BY account_id) AS t
+    WHERE accounts.id = t.account_id AND (SELECT count(*) FROM locked) > 0
+)
+SELECT event_id, account_id IN (SELECT id FROM known) FROM input
+"""
+
+
+def credit_only(conn, events: dict, consumer: str = consume_pipelined.CONSUMER_NAME) -> tuple[set, set]:
+    """p's contract, (IDs applied now, IDs for unknown accounts), with nothing remembered."""
+    if not events:
+        return set(), set()
+    ids = sorted(events)
+    accounts = [events[i]["account_id"] for i in ids]
+    rows = conn.execute(CREDIT_ONLY, {"ids": ids, "accounts": accounts, "amounts": [events[i]["amount"] for i in ids],
+                                      "wanted": sorted(set(accounts))}, binary=True).fetchall()
+    return {i for i, known in rows if known}, {i for i, known in rows if not known}
+
+
+_swap = threading.Lock()
+
+
+@contextlib.contextmanager
+def swapped():
+    """p's statement swapped for CREDIT_ONLY while the block runs (a module global: one at a time)."""
+    if not _swap.acquire(blocking=False):
+        raise RuntimeError("p-bare is already running in this process")
+    saved = consume_pipelined.claim_and_credit
+    consume_pipelined.claim_and_credit = credit_only
+    try:
+        yield
+    finally:
+        consume_pipelined.claim_and_credit = saved
+        _swap.release()
+
+
+def run_bare(topic: str, group: str, **options) -> None:
+    """consume_pipelined.run_pipelined with the bare statement: the same options."""
+    with swapped():
+        consume_pipelined.run_pipelined(topic, group, **options)
+
+
+def run_worker(args, stop: threading.Event, *, apply, after_db_commit, overrides: dict, stall,
+               first_effect) -> None:
+    """lab/more_variants.py's entry point: p's loop with the bare statement."""
+
+    def work(events: dict) -> None:
+        for event_id, event in events.items():
+            stall.maybe(None, event_id, event)
+        if args.work_ms:
+            time.sleep(args.work_ms * len(events) / 1000)
+
+    def after_statement(messages, outcome) -> None:
+        if outcome["applied"]:
+            first_effect(event_id_of(messages[0]))
+            for msg in messages:
+                after_db_commit(msg, "applied")
+
+    run_bare(args.topic, args.group, batch=args.batch, connections=args.connections, work=work, stop=stop,
+             after_db_commit=after_statement, **overrides)
