@@ -41,8 +41,8 @@ import psycopg
 from lab import cli, cpu, harness, more_variants, results, stack
 
 # p@N, db@N, db-d@N: N connections at once
-VARIANTS = ("a1", "a2", "b", "c", "d", "k", "o", "p", "p-lean-py", "p-lean-sql", "p-lean", "raw", "db", "db-d",
-            *(f"{v}@{n}" for v in ("p", "p-lean", "db", "db-d") for n in (1, 2, 3)), *more_variants.FRAMEWORKS)
+VARIANTS = ("a1", "a2", "b", "c", "d", "k", "o", "p", "p-lean-py", "p-lean-sql", "p-lean", "p-bare", "raw", "db",
+            "db-d", *(f"{v}@{n}" for v in ("p", "p-lean", "db", "db-d") for n in (1, 2, 3)), *more_variants.FRAMEWORKS)
 SELF_TIMED = ("raw", "db", "db-d")  # no ledger to time: the worker times itself and reports
 BATCHED = ("d", "p", "p-lean-py", "p-lean-sql", "p-lean", *SELF_TIMED)  # --batch applies to these
 

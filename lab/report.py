@@ -207,10 +207,11 @@ def measured_by(doc: dict) -> str:
             if source_at(path, commit) is None and (ROOT / path).exists():
                 pass  # new since: it can reach these figures only through a change to a file that was there
             elif path.startswith("lab/") and Path(path).stem in BY_FUNCTION:
-                if names := used_and_changed(path, commit, files) - same_entries(path, commit, variants_of(doc)):
+                if names := used_and_changed(path, commit, files) - same_entries(
+                        path, commit, variants_of(doc, script, commit)):
                     changed.add(f"{path} ({', '.join(sorted(names, key=str.lower))})")
-            elif path == script and only_flag_checks_changed(path, commit):
-                pass  # only its flags' checks changed: the file records the config its runs used
+            elif path == script and only_flags_and_choices_changed(path, commit, run_variants(doc)):
+                pass  # only its flags' checks, or choices its runs never made: the file records its config
             elif path.endswith(".py") and not changed_names(path, commit):
                 pass  # only comments, layout or the module's docstring changed
             else:
@@ -250,14 +251,17 @@ def top_level(source: str) -> tuple[dict[str, str], list[str]]:
 KEYED_BY_VARIANT = {"lab/more_variants.py": ("VARIANTS", "SETUP")}
 
 
-def variants_of(doc: dict) -> set[str]:
-    """The variants a results file's runs name (p@2:3 is p), and the strings its measurement's
-    script names (a variant it runs under another label)."""
-    script = f"{doc['harness']}.py" if (ROOT / f"{doc['harness']}.py").exists() else f"measurements/{doc['harness']}.py"
-    named = {(r.get("variant") or "").partition(":")[0].partition("@")[0] for r in doc["runs"]}
-    source = (ROOT / script).read_text() if (ROOT / script).exists() else ""
-    return named | {n.value for n in ast.walk(ast.parse(source)) if isinstance(n, ast.Constant)
-                    and isinstance(n.value, str)}
+def run_variants(doc: dict) -> set[str]:
+    """The variants a results file's runs name (p@2:3 is p)."""
+    return {(r.get("variant") or "").partition(":")[0].partition("@")[0] for r in doc["runs"]}
+
+
+def variants_of(doc: dict, script: str, commit: str) -> set[str]:
+    """run_variants, and the strings the measurement's script named at `commit` (a variant it
+    ran under another label)."""
+    source = source_at(script, commit) or ""
+    return run_variants(doc) | {n.value for n in ast.walk(ast.parse(source)) if isinstance(n, ast.Constant)
+                                and isinstance(n.value, str)}
 
 
 def registry(source: str, name: str) -> dict | None:
@@ -317,6 +321,44 @@ def flag_setup(source: str) -> list[str]:
         if isinstance(node, ast.FunctionDef) and node.name in FLAGS_ONLY:
             setup += [ast.dump(statement) for statement in node.body if not is_check(statement)]
     return setup
+
+
+# A measurement's list of the variants it may run: a variant added to it moves no figure of a
+# file whose runs never name it.
+CHOICES = {"VARIANTS"}
+
+
+def choices_added(old: str, new: str, name: str, variants: set[str]) -> bool:
+    """Whether the tuple constant `name` of `new` is `old`'s with string literals added (at any
+    place), none of them in `variants`."""
+    def elements(source):
+        for node in ast.parse(source).body:
+            if isinstance(node, ast.Assign) and [ast.unparse(t) for t in node.targets] == [name] \
+                    and isinstance(node.value, ast.Tuple):
+                return [ast.dump(e) for e in node.value.elts], node.value.elts
+        return None, None
+    (before, _), (after, nodes) = elements(old), elements(new)
+    if before is None or after is None:
+        return False
+    added, at = [], 0
+    for dumped, node in zip(after, nodes, strict=True):
+        if at < len(before) and dumped == before[at]:
+            at += 1
+        else:
+            added.append(node)
+    return at == len(before) and all(isinstance(n, ast.Constant) and isinstance(n.value, str)
+                                     and n.value not in variants for n in added)
+
+
+def only_flags_and_choices_changed(path: str, commit: str, variants: set[str]) -> bool:
+    """only_flag_checks_changed, or with that a choice added that the runs never made."""
+    changed = changed_names(path, commit)
+    if not changed & CHOICES or not changed <= FLAGS_ONLY | CHOICES:
+        return only_flag_checks_changed(path, commit)
+    old = source_at(path, commit)
+    new = (ROOT / path).read_text()
+    return (old is not None and all(choices_added(old, new, name, variants) for name in changed & CHOICES)
+            and (not changed & FLAGS_ONLY or flag_setup(old) == flag_setup(new)))
 
 
 def only_flag_checks_changed(path: str, commit: str) -> bool:

@@ -183,3 +183,13 @@ def test_a_registry_entry_for_another_variant_moves_no_figure():
     # anything but literals is not read, and counts as changed
     assert report.registry("REG = dict(load())\n", "REG") is None
     assert report.same_registry_entries("REG = dict(load())\n", "REG = dict(load())\n", ("REG",), {"a1"}) == set()
+
+
+def test_a_choice_added_to_a_measurement_moves_no_figure_of_runs_that_never_made_it():
+    before = 'VARIANTS = ("a", "b", *(f"{v}@{n}" for v in ("p",) for n in (1, 2)), *other.X)\n'
+    added = before.replace('"a", "b"', '"a", "new", "b"')
+    assert report.choices_added(before, added, "VARIANTS", {"a", "b", "p"})
+    assert not report.choices_added(before, added, "VARIANTS", {"new"})  # its own runs: new code
+    assert not report.choices_added(before, before.replace('"b", ', ""), "VARIANTS", {"a"})  # taken out
+    assert not report.choices_added(before, before.replace("(1, 2)", "(1, 3)"), "VARIANTS", {"a"})
+    assert not report.choices_added(before, added.replace('"new"', "NEW"), "VARIANTS", {"a"})  # not a literal
