@@ -116,6 +116,7 @@ measure: up
 	$(PY) -m measurements.measure_async_commit $(FORCE) --runs 5
 	$(PY) measure_throughput.py $(FORCE) --variants p,p-lean-py,p-lean-sql,p-lean,p@2,p-lean@2 --runs 5 --events 200000 \
 	  --out results/throughput-lean.json
+	$(PY) measure_throughput.py $(FORCE) --variants p,p-bare --runs 5 --events 100000 --out results/throughput-bare.json
 	$(PY) measure_throughput.py $(FORCE) --variants d,p,p@2,p-lean,p-lean@2 --accounts 100,10000 --runs 5 --events 100000 \
 	  --out results/throughput-accounts.json
 	$(PY) measure_throughput.py $(FORCE) --variants c,d,p --consumers 1,2,3 --accounts 100,10000 --events-of c=20000 \

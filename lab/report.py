@@ -942,6 +942,43 @@ def lean_section() -> str:
             f"`results/throughput-lean.json`: {provenance(doc)}.\n")
 
 
+BARE_COMMAND = ("python measure_throughput.py --variants p,p-bare --runs 5 --events 100000 "
+                "--out results/throughput-bare.json")
+
+
+def paired_by_run(doc: dict, top: str, bottom: str, value) -> dict | None:
+    """stats of value(run of top) / value(run of bottom), pairing runs by number; None if no pair."""
+    of = {(r["variant"], r["run"]): r for r in doc["runs"]}
+    ratios = [value(of[top, n]) / value(of[bottom, n]) for v, n in of if v == top and (bottom, n) in of
+              and value(of[top, n]) and value(of[bottom, n])]
+    return results.stats(ratios) if ratios else None
+
+
+def bare_section() -> str:
+    """#31: the inbox's own cost at batch scale, p against p-bare (p's statement without the
+    claim) in one invocation: the batch version of c against b."""
+    doc = need("throughput-bare.json", BARE_COMMAND)
+    c, stats = doc["config"], doc["summary"]["variants"]
+    rate = paired_by_run(doc, "p", "p-bare", lambda r: r["msgs_per_s"])
+    cpu = paired_by_run(doc, "p", "p-bare", lambda r: (r.get("cpu_us_per_msg") or {}).get("total"))
+    lines = []
+    if rate:
+        lines.append(f"- p/p-bare, msgs/s paired run by run: {spread(rate, 3)}; the inbox costs p "
+                     f"{1 - rate['median']:.0%} of its rate (the median).")
+    if cpu and all("cpu_us_per_msg" in stats.get(v, {}) for v in ("p", "p-bare")):
+        p, bare = (stats[v]["cpu_us_per_msg"]["total"]["median"] for v in ("p", "p-bare"))
+        lines.append(f"- CPU per message, all processes: p {p:.1f} µs against p-bare {bare:.1f} µs (medians); "
+                     f"paired run by run, p/p-bare {spread(cpu, 3)}: the claim is "
+                     f"{1 - 1 / cpu['median']:.0%} of p's CPU per message.")
+    rates = markdown_table(["Variant", "Runs", "msgs/s, median (min–max)"],
+                           [[named(name), s["runs"], spread(s["msgs_per_s"], 1)] for name, s in stats.items()])
+    return (cpu_table(doc) + rates + "\n\n" + "\n".join(lines)
+            + f"\n\n{c['runs']} runs of {c['events']:,} credits per variant on {c['partitions']} partitions, "
+            "batches of 500, no handler sleep, interleaved run by run in one invocation; p-bare is p with the "
+            "claim taken out of its statement, and credits a batch read twice twice (`tests/test_bare.py`). "
+            f"`{BARE_COMMAND}`; from `results/throughput-bare.json`: {provenance(doc)}.\n")
+
+
 def retention_section() -> str:
     """M4b: the replay from further back than the inbox remembers, per variant and window."""
     doc = need("retention.json", "python -m measurements.measure_retention --variant all --runs 5")
@@ -1692,7 +1729,7 @@ SECTIONS = {"claims": claims_section, "try": try_section, "reconnect": reconnect
             "retention": retention_section, "faults-more": faults_more_section,
             "async-commit": async_commit_section, "frameworks-throughput": frameworks_throughput_section,
             "lean": lean_section, "contention": contention_section, "saturation": saturation_section,
-            "retention-load": retention_load_section}
+            "retention-load": retention_load_section, "bare": bare_section}
 DOCUMENTS = [README, *sorted((ROOT / "docs").glob("*.md"))]  # every file that may hold report markers
 
 

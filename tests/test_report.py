@@ -193,3 +193,11 @@ def test_a_choice_added_to_a_measurement_moves_no_figure_of_runs_that_never_made
     assert not report.choices_added(before, before.replace('"b", ', ""), "VARIANTS", {"a"})  # taken out
     assert not report.choices_added(before, before.replace("(1, 2)", "(1, 3)"), "VARIANTS", {"a"})
     assert not report.choices_added(before, added.replace('"new"', "NEW"), "VARIANTS", {"a"})  # not a literal
+
+
+def test_ratios_pair_runs_by_their_number():
+    doc = {"runs": [{"variant": "p", "run": 1, "x": 6}, {"variant": "p-bare", "run": 1, "x": 3},
+                    {"variant": "p", "run": 2, "x": 4}, {"variant": "p-bare", "run": 2, "x": 4},
+                    {"variant": "p", "run": 3, "x": 9}]}  # run 3 of p-bare missing: no pair
+    assert report.paired_by_run(doc, "p", "p-bare", lambda r: r["x"]) == {"median": 1.5, "min": 1.0, "max": 2.0}
+    assert report.paired_by_run(doc, "p", "q", lambda r: r["x"]) is None
