@@ -257,6 +257,15 @@ CLAIMS = [
      lambda: total(runs("external.json", variant="retry"), "lost") == 0),
     ("docs/external.md", "and never charges twice",
      lambda: total(runs("external.json", variant="skip"), "duplicates") == 0),
+    ("docs/external.md", "Retry's duplicates outnumber its planted crashes",
+     lambda: total(runs("external.json", variant="retry"), "duplicates")
+     > total(runs("external.json", variant="retry"), "crashed_after_call")),
+    ("docs/external.md", "Skip's losses are mostly the planted ones",
+     lambda: 0.5 * total(runs("external.json", variant="skip"), "lost")
+     < total(runs("external.json", variant="skip"), "crashed_before_call")
+     <= total(runs("external.json", variant="skip"), "lost")),
+    ("docs/external.md", "The lease counts should stay at zero on loopback",
+     lambda: all(r["lease_short"] == r["lease_taken_over"] == 0 for r in runs("external.json"))),
     # M7b
     ("docs/eos.md", "in every row b applied each copy (its duplicates are the log's copies) while c and d applied none",
      lambda: all(r["duplicates"] == r["log_copies"] for r in runs("publish.json", variant="b"))
