@@ -198,14 +198,17 @@ def measured_by(doc: dict) -> str:
     files = (*code_of(doc["runs"], doc["harness"]), *script_code(script))
     changed = set()
     for commit in filter(None, commits):
-        diff = subprocess.run(["git", "-C", str(ROOT), "diff", "--name-only", commit, "--",  # to the tree as it is
-                               *files], capture_output=True, text=True)
+        # to the tree as it is; a moved file is its old path gone (which flags) and a new one
+        diff = subprocess.run(["git", "-C", str(ROOT), "diff", "--name-only", "--no-renames", commit, "--", *files],
+                              capture_output=True, text=True)
         if diff.returncode != 0:
             changed.add(f"(commit {commit} unknown here)")
             continue
         for path in diff.stdout.split():
-            if source_at(path, commit) is None and (ROOT / path).exists():
-                pass  # new since: it can reach these figures only through a change to a file that was there
+            if source_at(path, commit) is None and (ROOT / path).exists() and path != script:
+                # new since (a moved file shows as its old path gone, which flags): it can reach
+                # these figures only through a change to a file that was there
+                pass
             elif path.startswith("lab/") and Path(path).stem in BY_FUNCTION:
                 if names := used_and_changed(path, commit, files) - same_entries(
                         path, commit, variants_of(doc, script, commit)):
@@ -267,19 +270,23 @@ def variants_of(doc: dict, script: str, commit: str) -> set[str]:
 def registry(source: str, name: str) -> dict | None:
     """The value of the top-level registry `name` in `source` (a dict of literals); None if it
     is not one (it then counts as changed as a whole)."""
-    for node in ast.parse(source).body:
-        if isinstance(node, (ast.Assign, ast.AnnAssign)) and ast.unparse(
-                node.targets[0] if isinstance(node, ast.Assign) else node.target) == name:
-            try:
-                value = eval(compile(ast.Expression(node.value), name, "eval"), {"__builtins__": {}})  # noqa: S307
-            except Exception:  # noqa: BLE001 - anything but plain literals: not read here
-                return None
-            return value if isinstance(value, dict) else None
-    return None
+    def target(node):
+        return ast.unparse(node.targets[0] if isinstance(node, ast.Assign) else node.target)
+    bindings = [node for node in ast.parse(source).body
+                if isinstance(node, (ast.Assign, ast.AnnAssign)) and target(node) == name]
+    if len(bindings) != 1 or bindings[0].value is None:  # bound twice (or declared only): not read here
+        return None
+    try:
+        value = eval(compile(ast.Expression(bindings[0].value), name, "eval"), {"__builtins__": {}})  # noqa: S307
+    except Exception:  # noqa: BLE001 - anything but plain literals: not read here
+        return None
+    return value if isinstance(value, dict) else None
 
 
 def same_entries(path: str, commit: str, variants: set[str]) -> set[str]:
     """The registries of `path` whose entries for `variants` are as they were at `commit`."""
+    if path not in KEYED_BY_VARIANT or not (ROOT / path).exists():
+        return set()
     return same_registry_entries(source_at(path, commit) or "", (ROOT / path).read_text(),
                                  KEYED_BY_VARIANT.get(path, ()), variants)
 
@@ -974,7 +981,8 @@ def bare_section() -> str:
                            [[named(name), s["runs"], spread(s["msgs_per_s"], 1)] for name, s in stats.items()])
     return (cpu_table(doc) + rates + "\n\n" + "\n".join(lines)
             + f"\n\n{c['runs']} runs of {c['events']:,} credits per variant on {c['partitions']} partitions, "
-            "batches of 500, no handler sleep, interleaved run by run in one invocation; p-bare is p with the "
+            f"p's batches of {c.get('batch', 500)}, p-bare's of the worker's default (500), no handler sleep, "
+            "interleaved run by run in one invocation; p-bare is p with the "
             "claim taken out of its statement, and credits a batch read twice twice (`tests/test_bare.py`). "
             f"`{BARE_COMMAND}`; from `results/throughput-bare.json`: {provenance(doc)}.\n")
 

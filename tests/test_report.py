@@ -182,6 +182,7 @@ def test_a_registry_entry_for_another_variant_moves_no_figure():
     assert report.same_registry_entries(before, changed, ("REG",), {"a1", "b"}) == set()
     # anything but literals is not read, and counts as changed
     assert report.registry("REG = dict(load())\n", "REG") is None
+    assert report.registry(before + 'REG = {**REG, "b": ("m.x", None)}\n', "REG") is None  # bound twice
     assert report.same_registry_entries("REG = dict(load())\n", "REG = dict(load())\n", ("REG",), {"a1"}) == set()
 
 
