@@ -38,6 +38,7 @@ BAD = [
     ("lab.worker", ["--variant", "publisher", "--topic", "t", "--group", "g"], "needs --events-file"),
     ("measurements.measure_eos", ["--variant", "f", "--planted", "0"], "--planted must be at least 1"),
     ("measurements.measure_eos", ["--variant", "c"], "invalid choice"),
+    ("measurements.measure_eos", ["--point", "acked"], "invalid choice"),
     ("measurements.measure_publish", ["--source", "relay", "--variant", "c", "--rate", "0"], "must be positive"),
     ("measurements.measure_publish", ["--source", "carrier-pigeon", "--variant", "c"], "invalid choice"),
     ("variants.consume_eos", ["--every", "0"], "--every must be at least 1"),
