@@ -123,6 +123,8 @@ measure: up
 	  --runs 5 --events 100000 --out results/throughput-consumers-accounts.json
 	$(PY) -m measurements.measure_latency $(FORCE) --variants c,d,p --load 0.5,0.8,0.95 --capacity-events-of c=3000 --runs 5 \
 	  --out results/latency-saturation.json
+	$(PY) -m measurements.measure_latency $(FORCE) --variants c,d,p --rates 200,5000 --sweep-batch 50,10,1 --runs 5 \
+	  --out results/latency-batch.json
 	$(PY) -m measurements.measure_faults_more $(FORCE) --fault lost-commit-reply --variant b,c,d,p,o,a2 --runs 5 --events 2000
 	# the other faults join faults-more.json's runs (no $(FORCE): it would start the file over)
 	for f in pause-postgres pause-consumer topic-recreated pg-max-connections; do $(PY) -m measurements.measure_faults_more \

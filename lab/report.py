@@ -767,6 +767,30 @@ def latency_section() -> str:
             f"in one invocation. From `results/latency.json`: {provenance(doc)}.\n")
 
 
+def latency_batch_section() -> str:
+    """#31: the floor the batch wait sets under d's and p's latency, and --batch, which lowers it."""
+    doc = need("latency-batch.json", "python -m measurements.measure_latency --variants c,d,p --rates 200,5000 "
+                                     "--sweep-batch 50,10,1 --runs 5 --out results/latency-batch.json")
+    c = doc["config"]
+    rows = []
+    for name, s in doc["summary"].items():
+        at, _, swept = name.partition(" batch ")  # d@200/s batch 10: d at a swept batch
+        variant, _, rate = at.partition("@")
+        batch = f"{int(swept):,}" if swept else f"{c['batch']:,} (--batch)" if variant in ("d", "p") else "–"
+        rows.append([VARIANT_NAMES.get(variant, variant), rate, batch,
+                     s["runs"], spread(s["offered_per_s"]), spread(s["credits_per_transaction"], 1),
+                     spread(s["p50_ms"], 1), spread(s["p99_ms"], 1), spread(s["max_ms"], 1),
+                     s["totals"]["duplicates"] + s["totals"]["lost"]])
+    return (markdown_table(["Variant", "Offered", "Batch", "Runs", "Sent, msgs/s", "Credits per transaction",
+                            "p50, ms", "p99, ms", "Largest, ms", "Duplicates + lost"], rows, text_columns=3)
+            + f"\n\nMedian (min–max) over runs of each run's figure. As the table above: {c['seconds']:g} s of "
+            f"credits at each offered rate into {c['partitions']} partitions, one consumer, latency from CreateTime "
+            "to the ledger row; d and p at --batch and at each swept batch, every case interleaved in one "
+            "invocation. Credits per transaction: the offered credits over the transactions that wrote them "
+            "(ledger rows share their transaction's xmin), the batches the consumer really made. From "
+            f"`results/latency-batch.json`: {provenance(doc)}.\n")
+
+
 def rebalance_section() -> str:
     post = need("post-figures.json")["rebalance"]
     rows = ["| Variant | Group protocol | Stall (s) | Runs | Evictions | Duplicates | Lost | Skipped duplicates "
@@ -1737,7 +1761,8 @@ SECTIONS = {"claims": claims_section, "try": try_section, "reconnect": reconnect
             "retention": retention_section, "faults-more": faults_more_section,
             "async-commit": async_commit_section, "frameworks-throughput": frameworks_throughput_section,
             "lean": lean_section, "contention": contention_section, "saturation": saturation_section,
-            "retention-load": retention_load_section, "bare": bare_section}
+            "retention-load": retention_load_section, "bare": bare_section,
+            "latency-batch": latency_batch_section}
 DOCUMENTS = [README, *sorted((ROOT / "docs").glob("*.md"))]  # every file that may hold report markers
 
 

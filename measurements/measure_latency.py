@@ -26,11 +26,19 @@ drains it starts. The paced publisher then shares the machine with the consumer,
 backlog's producer did not: so 95% of that capacity may already be more than the consumer
 takes with a publisher beside it.
 
+The batch wait (--sweep-batch N,N,...): d and p read with consume(batch, 0.1), which returns
+once `batch` records are in or 0.1 s has passed. Below a rate of batch/0.1 s that wait is the
+floor of their latency. Each N adds d and p at that batch beside the --batch ones, in the same
+invocation: a batch the offered rate fills sooner than the wait lowers the floor; at a high
+rate, a small batch is a transaction per few credits, and the consumer falls behind.
+
 Assumptions: the stack is up and nothing else measures on it (a lock enforces it).
 
     python -m measurements.measure_latency --variants c,d,p --rates 200,500,5000 --runs 5
     python -m measurements.measure_latency --variants c,d,p --load 0.5,0.8,0.95 --capacity-events-of c=3000 \
         --runs 5 --out results/latency-saturation.json
+    python -m measurements.measure_latency --variants c,d,p --rates 200,5000 --sweep-batch 50,10,1 --runs 5 \
+        --out results/latency-batch.json
 """
 import argparse
 import json
@@ -42,10 +50,19 @@ import psycopg
 from lab import cli, harness, results
 
 VARIANTS = ("b", "c", "d", "k", "o", "p")
+BATCHED = ("d", "p")  # --batch and --sweep-batch apply to these
 
 
 def percentile(sorted_values: list[float], q: float) -> float:
     return sorted_values[min(len(sorted_values) - 1, int(q * len(sorted_values)))]
+
+
+def transaction_sizes(admin_dsn: str, event_ids: list[str]) -> list[int]:
+    """How many of these credits each transaction wrote: ledger rows share the xmin of the
+    transaction that inserted them (none is updated afterwards). A batch as the consumer made it."""
+    with psycopg.connect(admin_dsn) as conn:
+        return [n for (n,) in conn.execute("SELECT count(*) FROM ledger WHERE event_id = ANY(%s) GROUP BY xmin::text",
+                                           (event_ids,))]
 
 
 def capacity(space, consumer, start_consumer, variant: str, run: int, config: dict):
@@ -71,10 +88,15 @@ def capacity(space, consumer, start_consumer, variant: str, run: int, config: di
     return (len(times) - 1) / (times[-1] - times[0]), backlog, consumer
 
 
-def run_once(variant: str, run: int, config: dict, rate: float | None = None, load: float | None = None) -> dict:
+def run_once(variant: str, run: int, config: dict, rate: float | None = None, load: float | None = None,
+             batch: int | None = None, swept: bool = False) -> dict:
     """One consumer, warmed up, then credits offered at `rate` a second, or at `load` times the
-    capacity it showed on a backlog just before."""
+    capacity it showed on a backlog just before. `batch`: d's and p's (`swept`: one of
+    --sweep-batch, not --batch)."""
     name = f"{variant}-{rate:g}-r{run}" if load is None else f"{variant}-load{load:g}-r{run}"
+    if swept:
+        name += f"-b{batch}"
+    worker_config = {**config, "batch": batch or config["batch"]}
     started = time.monotonic()
     partitions = config["partitions"]
     if load is None:  # one list, as the fixed-rate runs have always made it: the first few warm up
@@ -90,7 +112,7 @@ def run_once(variant: str, run: int, config: dict, rate: float | None = None, lo
         def start_consumer(life: str = "") -> harness.Worker:
             return harness.Worker(variant, space.topic, space.group, space.dsn,
                                   log_dir / f"latency-{name}{'-' + life if life else ''}.log",
-                                  harness.worker_args(variant, config))
+                                  harness.worker_args(variant, worker_config))
 
         consumer = start_consumer()
         publisher, backlog, measured = None, [], None
@@ -118,43 +140,54 @@ def run_once(variant: str, run: int, config: dict, rate: float | None = None, lo
         created = dict(harness.record_times(space.topic))
         applied = dict(harness.credit_times(space.admin))
         verdict = harness.verdict_of(warm + backlog + events, space.admin)
+        sizes = transaction_sizes(space.admin, [eid for eid, _ in events])
     latencies = sorted((applied[eid] - created[eid]) * 1000 for eid, _ in events if eid in applied)
     stamps = sorted(created[eid] for eid, _ in events)
     offered = (len(stamps) - 1) / (stamps[-1] - stamps[0]) if stamps[-1] > stamps[0] else None
     record = {"variant": variant, "rate": rate if load is None else round(rate, 1), "run": run, "events": count,
               "offered_per_s": round(offered, 1) if offered else None,
               "p50_ms": round(percentile(latencies, 0.5), 2), "p99_ms": round(percentile(latencies, 0.99), 2),
-              "max_ms": round(latencies[-1], 2), "duplicates": verdict["duplicates"], "lost": verdict["lost"],
+              "max_ms": round(latencies[-1], 2),
+              "credits_per_transaction": round(sum(sizes) / len(sizes), 1), "largest_transaction": max(sizes),
+              "duplicates": verdict["duplicates"], "lost": verdict["lost"],
               "balances_exact": verdict["balances_exact"], "wall_s": round(time.monotonic() - started, 1)}
     if load is not None:
         record.update({"load": load, "capacity_per_s": round(measured, 1)})
+    if batch is not None:
+        record["batch"] = batch
+    if swept:
+        record["swept"] = True
     return record
 
 
 def key(r: dict) -> str:
-    return f"{r['variant']}@{r['load'] * 100:g}%" if "load" in r else f"{r['variant']}@{r['rate']:g}/s"
+    """A case's name in the summary: c@200/s, p@95%; a swept batch follows: d@200/s batch 10."""
+    at = f"{r['variant']}@{r['load'] * 100:g}%" if "load" in r else f"{r['variant']}@{r['rate']:g}/s"
+    return at + (f" batch {r['batch']}" if r.get("swept") else "")
 
 
 def summarise(runs: list[dict]) -> dict:
     names = list(dict.fromkeys(key(r) for r in runs))
     loaded = any("load" in r for r in runs)
     return results.summarise_runs(runs, names, key=key, totals=("duplicates", "lost"),
-                                  spreads=("p50_ms", "p99_ms", "max_ms", "offered_per_s",
+                                  spreads=("p50_ms", "p99_ms", "max_ms", "offered_per_s", "credits_per_transaction",
                                            *(("capacity_per_s",) if loaded else ())))
 
 
 def table(summary: dict) -> str:
     return results.text_table(
-        ["variant@rate", "runs", "p50 ms", "p99 ms", "max ms", "offered/s", "duplicates", "lost"],
+        ["variant@rate", "runs", "p50 ms", "p99 ms", "max ms", "offered/s", "credits/transaction", "duplicates",
+         "lost"],
         [[name, s["runs"], f"{s['p50_ms']['median']:g}", f"{s['p99_ms']['median']:g}", f"{s['max_ms']['median']:g}",
-          f"{s['offered_per_s']['median']:g}", s["totals"]["duplicates"], s["totals"]["lost"]]
+          f"{s['offered_per_s']['median']:g}", f"{s['credits_per_transaction']['median']:g}",
+          s["totals"]["duplicates"], s["totals"]["lost"]]
          for name, s in summary.items()], note="medians over runs of each run's percentile")
 
 
 def verdict_line(r: dict) -> str:
-    return (f"{r['variant']} at {r['rate']:g}/s run {r['run']}: p50 {r['p50_ms']:g} ms, p99 {r['p99_ms']:g} ms, "
-            f"max {r['max_ms']:g} ms (offered {r['offered_per_s']}/s), {r['duplicates']} duplicates, "
-            f"{r['lost']} lost")
+    return (f"{key(r)} run {r['run']}: {r['credits_per_transaction']:g} credits a transaction, "
+            f"p50 {r['p50_ms']:g} ms, p99 {r['p99_ms']:g} ms, max {r['max_ms']:g} ms (offered {r['offered_per_s']}/s), "
+            f"{r['duplicates']} duplicates, {r['lost']} lost")
 
 
 def parse_args(argv=None):
@@ -171,8 +204,14 @@ def parse_args(argv=None):
                         help="with --load: another backlog for some variants (c is ~50x slower than p)")
     parser.add_argument("--seconds", type=float, default=5.0, help="how long each rate is offered")
     parser.add_argument("--batch", type=int, default=500, help="d and p: messages per batch")
+    parser.add_argument("--sweep-batch", type=cli.sizes, metavar="N,N,...",
+                        help="d and p at these batches too, beside --batch, in the same invocation")
     args = parser.parse_args(argv)
     cli.at_least(parser, args, 1, "runs", "partitions", "batch")
+    if args.sweep_batch and (args.batch in args.sweep_batch or len(set(args.sweep_batch)) < len(args.sweep_batch)):
+        parser.error("--sweep-batch takes batches other than --batch's, each once")
+    if args.sweep_batch and not set(args.variants) & set(BATCHED):
+        parser.error("--sweep-batch needs d or p among --variants")
     if args.seconds <= 0:
         parser.error("--seconds must be positive")
     if args.capacity_events < 2:
@@ -191,13 +230,23 @@ def fractions(text: str) -> list[float]:
     return values
 
 
+def cases(variants: list[str], batch: int, sweep: list[int] | None) -> list[dict]:
+    """The consumers one rate or load is offered to: each variant (d and p at --batch), then d
+    and p at each swept batch."""
+    plain = [{"variant": v, **({"batch": batch} if v in BATCHED else {})} for v in variants]
+    return plain + [{"variant": v, "batch": n, "swept": True} for n in sweep or () for v in variants if v in BATCHED]
+
+
 def main(args) -> int:
-    if args.load is None:  # the fixed-rate file's config, as it was before --load
-        config = results.config_of(args, "out", "force", "load", "capacity_events", "capacity_events_of")
-        plan = [{"variant": v, "rate": float(r)} for r in args.rates for v in args.variants]
+    # the files' configs, as they were before --load and --sweep-batch: a flag they never had is left out
+    unswept = ("sweep_batch",) if args.sweep_batch is None else ()
+    if args.load is None:
+        config = results.config_of(args, "out", "force", "load", "capacity_events", "capacity_events_of", *unswept)
+        plan = [{**case, "rate": float(r)} for r in args.rates for case in cases(args.variants, args.batch,
+                                                                                  args.sweep_batch)]
     else:
-        config = results.config_of(args, "out", "force", "rates")
-        plan = [{"variant": v, "load": f} for f in args.load for v in args.variants]
+        config = results.config_of(args, "out", "force", "rates", *unswept)
+        plan = [{**case, "load": f} for f in args.load for case in cases(args.variants, args.batch, args.sweep_batch)]
     results.drive("measure_latency", args.out, config, plan, run_once, summarise, table, verdict_line, args.force,
                   rotate=True)
     return 0

@@ -39,6 +39,8 @@ BAD = [
     ("measurements.measure_eos", ["--variant", "f", "--planted", "0"], "--planted must be at least 1"),
     ("measurements.measure_eos", ["--variant", "c"], "invalid choice"),
     ("measurements.measure_eos", ["--point", "acked"], "invalid choice"),
+    ("measurements.measure_latency", ["--sweep-batch", "500"], "other than --batch's"),
+    ("measurements.measure_latency", ["--variants", "c", "--sweep-batch", "10"], "needs d or p"),
     ("measurements.measure_publish", ["--source", "relay", "--variant", "c", "--rate", "0"], "must be positive"),
     ("measurements.measure_publish", ["--source", "carrier-pigeon", "--variant", "c"], "invalid choice"),
     ("variants.consume_eos", ["--every", "0"], "--every must be at least 1"),

@@ -1,5 +1,7 @@
 """measure_throughput's run on a few hundred messages: it times real side effects and
 checks them. No timing is asserted here; benchmarks live in the harness."""
+import json
+import os
 import uuid
 
 import psycopg
@@ -38,7 +40,6 @@ def test_throughput_run_times_every_credit_once(variant):
 
 
 def test_cpu_is_read_per_thread_from_proc():
-    import os
     import threading
 
     from lab import cpu
@@ -68,6 +69,22 @@ def test_a_load_is_offered_as_a_fraction_of_the_capacity_measured_just_before():
     assert record["capacity_per_s"] > 0 and abs(record["rate"] - 0.25 * record["capacity_per_s"]) <= 0.1
     assert abs(record["events"] - record["rate"]) <= 1 and (record["duplicates"], record["lost"]) == (0, 0)
     assert record["balances_exact"] is True, "the warm-up, the backlog and the offered credits, each applied once"
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("services")
+def test_a_swept_batch_reaches_the_consumer_and_names_its_own_case(tmp_path):
+    out = tmp_path / "latency-batch.json"
+    measure_latency.main(measure_latency.parse_args(
+        ["--variants", "c,d", "--rates", "100", "--seconds", "1", "--partitions", "2", "--runs", "1",
+         "--batch", "50", "--sweep-batch", "2", "--out", str(out)]))
+    doc = json.loads(out.read_text())
+    assert list(doc["summary"]) == ["c@100/s", "d@100/s", "d@100/s batch 2"]
+    by_case = {measure_latency.key(r): r for r in doc["runs"]}
+    assert by_case["c@100/s"]["largest_transaction"] == 1, "c: a transaction per credit"
+    assert by_case["d@100/s batch 2"]["largest_transaction"] <= 2 and by_case["d@100/s batch 2"]["batch"] == 2
+    assert by_case["d@100/s"]["batch"] == 50 and "swept" not in by_case["d@100/s"]
+    assert all((r["duplicates"], r["lost"]) == (0, 0) for r in doc["runs"])
 
 
 def test_ratios_pair_variants_within_a_run():
