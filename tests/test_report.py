@@ -202,3 +202,35 @@ def test_ratios_pair_runs_by_their_number():
                     {"variant": "p", "run": 3, "x": 9}]}  # run 3 of p-bare missing: no pair
     assert report.paired_by_run(doc, "p", "p-bare", lambda r: r["x"]) == {"median": 1.5, "min": 1.0, "max": 2.0}
     assert report.paired_by_run(doc, "p", "q", lambda r: r["x"]) is None
+
+
+def test_each_variant_is_checked_against_its_module_and_what_that_imports():
+    import ast
+
+    from lab import more_variants
+
+    def variant_imports(path: str) -> set[str]:
+        """variants/*.py files that `path` imports, directly or in turn."""
+        found, todo = set(), [path]
+        while todo:
+            tree = ast.parse((report.ROOT / todo.pop()).read_text())
+            for node in ast.walk(tree):
+                names = []
+                if isinstance(node, ast.ImportFrom) and node.module == "variants":
+                    names = [f"variants/{alias.name}.py" for alias in node.names]
+                elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("variants."):
+                    names = [node.module.replace(".", "/") + ".py"]
+                for name in names:
+                    if name not in found and (report.ROOT / name).exists():
+                        found.add(name)
+                        todo.append(name)
+        return found
+
+    for variant, (module, _) in more_variants.VARIANTS.items():
+        assert variant in report.VARIANT_CODE, f"{variant}: not in report.VARIANT_CODE"
+        code = set(report.VARIANT_CODE[variant])
+        assert {module.replace(".", "/") + ".py", "lab/more_variants.py"} <= code, variant
+    for variant, files in report.VARIANT_CODE.items():
+        for path in [f for f in files if f.startswith("variants/") and f.endswith(".py")]:
+            missing = variant_imports(path) - set(files) - set(report.CONSUMER_AND_HARNESS)
+            assert not missing, f"{variant}: {path} imports {sorted(missing)}, which VARIANT_CODE leaves out"
