@@ -213,6 +213,8 @@ def measured_by(doc: dict) -> str:
                 if names := used_and_changed(path, commit, files) - same_entries(
                         path, commit, variants_of(doc, script, commit)):
                     changed.add(f"{path} ({', '.join(sorted(names, key=str.lower))})")
+            elif path == WORKER and worker_unchanged_for(commit, run_variants(doc)):
+                pass  # only in functions that variants the runs never name reach (WORKER_ENTRIES)
             elif path == script and only_flags_and_choices_changed(path, commit, run_variants(doc)):
                 pass  # only its flags' checks, or choices its runs never made: the file records its config
             elif path.endswith(".py") and not changed_names(path, commit):
@@ -466,6 +468,76 @@ def used_names(path: str, files, sources: dict[str, str] | None = None) -> set[s
         if name in bodies:
             todo |= {n.id for n in ast.walk(bodies[name]) if isinstance(n, ast.Name) and n.id in bodies} - used
     return used
+
+
+# lab/worker.py runs one variant per process, and main() hands some variants to a function of
+# their own, which no other variant reaches. A change confined to such functions (and what only
+# they use) moves no figure of a file whose runs name none of those variants. variant -> the
+# functions main() calls for it alone.
+WORKER_ENTRIES = {"raw": ("run_raw",), "db": ("run_db_ceiling",), "db-d": ("run_db_ceiling",)}
+WORKER = "lab/worker.py"
+
+
+def references(source: str) -> dict[str, set[str]]:
+    """Each top-level function, class or constant of a module: the module's other top-level
+    names its body refers to."""
+    bodies = {}
+    for node in ast.parse(source).body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            bodies.setdefault(node.name, []).append(node)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            for target in node.targets if isinstance(node, ast.Assign) else [node.target]:
+                if isinstance(target, ast.Name):
+                    bodies.setdefault(target.id, []).append(node)
+    return {name: {n.id for node in nodes for n in ast.walk(node) if isinstance(n, ast.Name) and n.id in bodies
+                   and n.id != name} for name, nodes in bodies.items()}
+
+
+def worker_change_reaches(old: str, new: str, variants: set[str], used_elsewhere: set[str],
+                          entries: dict | None = None) -> bool:
+    """Whether worker.py's change from `old` to `new` can move the figures of runs of `variants`:
+    False only when every changed name is reached from the entries of other variants alone
+    (main's calls of them aside), and is not one that another module uses (`used_elsewhere`)."""
+    entries = WORKER_ENTRIES if entries is None else entries
+    changed = names_changed(old, new)
+    if not changed or "module" in changed:
+        return bool(changed)
+    graph = references(old)
+    for name, refs in references(new).items():
+        graph[name] = graph.get(name, set()) | refs
+    entry_functions = {f for functions in entries.values() for f in functions}
+
+    def closure(start, skip=lambda source, target: False):
+        seen, todo = set(), list(start)
+        while todo:
+            name = todo.pop()
+            if name in seen:
+                continue
+            seen.add(name)
+            todo += [n for n in graph.get(name, ()) if not skip(name, n)]
+        return seen
+
+    behind_entries = closure(entry_functions)
+    # everything else, and what it reaches; main's own calls of the entries are the dispatch
+    shared = closure((set(graph) - behind_entries) | (used_elsewhere & set(graph)),
+                     skip=lambda source, target: source == "main" and target in entry_functions)
+    for name in changed:
+        if name in shared or name not in behind_entries:
+            return True
+        if {v for v, functions in entries.items() if name in closure(functions)} & variants:
+            return True
+    return False
+
+
+def worker_unchanged_for(commit: str, variants: set[str]) -> bool:
+    """worker_change_reaches for the tree as it is, against `commit`, for these variants."""
+    old = source_at(WORKER, commit)
+    if old is None or not (ROOT / WORKER).exists():
+        return False
+    callers = [str(f.relative_to(ROOT)) for f in (*ROOT.glob("*.py"), *(ROOT / "lab").glob("*.py"),
+                                                  *(ROOT / "measurements").glob("*.py"),
+                                                  *(ROOT / "variants").glob("*.py")) if f.name != "worker.py"]
+    return not worker_change_reaches(old, (ROOT / WORKER).read_text(), variants, used_names(WORKER, callers))
 
 
 def kill_section() -> str:

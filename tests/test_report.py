@@ -234,3 +234,49 @@ def test_each_variant_is_checked_against_its_module_and_what_that_imports():
         for path in [f for f in files if f.startswith("variants/") and f.endswith(".py")]:
             missing = variant_imports(path) - set(files) - set(report.CONSUMER_AND_HARNESS)
             assert not missing, f"{variant}: {path} imports {sorted(missing)}, which VARIANT_CODE leaves out"
+
+
+WORKER_BEFORE = '''
+import json
+REPORT = "report: %s"
+def helper(): return 1
+def raw_only(): return 2
+def run_raw(): return raw_only() and REPORT
+def run_db_ceiling(): return helper()
+def serve(): return helper()
+def main(variant):
+    if variant == "raw":
+        return run_raw()
+    if variant == "db":
+        return run_db_ceiling()
+    return serve()
+'''
+ENTRIES = {"raw": ("run_raw",), "db": ("run_db_ceiling",)}
+
+
+def test_a_worker_change_behind_one_variants_entry_moves_only_that_variants_figures():
+    def reaches(after: str, variants: set[str], used_elsewhere=frozenset()) -> bool:
+        return report.worker_change_reaches(WORKER_BEFORE, after, variants, set(used_elsewhere), ENTRIES)
+
+    raw_helper = WORKER_BEFORE.replace("return 2", "return 3")
+    assert not reaches(raw_helper, {"c", "d", "db"}) and reaches(raw_helper, {"c", "raw"})
+    assert not reaches(WORKER_BEFORE.replace("raw_only() and", "raw_only() or"), {"p"})
+    new_helper = WORKER_BEFORE.replace("def run_db_ceiling(): return helper()",
+                                       "def cost(): return 0\ndef run_db_ceiling(): return helper() + cost()")
+    assert not reaches(new_helper, {"raw", "c"}) and reaches(new_helper, {"db"})
+    # what others reach as well: every figure
+    assert reaches(WORKER_BEFORE.replace("return 1", "return 5"), {"c"})  # helper: serve's too
+    assert reaches(WORKER_BEFORE.replace("return serve()", "return serve() or 0"), {"c"})  # main itself
+    assert reaches(WORKER_BEFORE.replace("import json", "import json, os"), {"c"})  # not a named part
+    assert not reaches(WORKER_BEFORE.replace('"report: %s"', '"report %s"'), {"c"})  # run_raw's alone
+    assert reaches(WORKER_BEFORE.replace('"report: %s"', '"report %s"'), {"c"}, {"REPORT"})  # a harness reads it
+    called_elsewhere = WORKER_BEFORE.replace("def serve(): return helper()", "def serve(): return run_raw()")
+    assert reaches(called_elsewhere.replace("return 2", "return 3"), {"c"}, set())
+    # against the worker as it is: a change inside run_raw's body
+    worker = (report.ROOT / report.WORKER).read_text()
+    changed = worker.replace("    consumer.subscribe([topic])\n    stamps = []",
+                             "    consumer.subscribe([topic])\n    stamps = list()", 1)
+    assert changed != worker
+    used = report.used_names(report.WORKER, ["lab/harness.py", "measure_throughput.py"])
+    assert not report.worker_change_reaches(worker, changed, {"c", "d", "p", "db"}, used)
+    assert report.worker_change_reaches(worker, changed, {"c", "raw"}, used)
