@@ -274,8 +274,8 @@ def test_a_worker_change_behind_one_variants_entry_moves_only_that_variants_figu
     assert reaches(called_elsewhere.replace("return 2", "return 3"), {"c"}, set())
     # against the worker as it is: a change inside run_raw's body
     worker = (report.ROOT / report.WORKER).read_text()
-    changed = worker.replace("    consumer.subscribe([topic])\n    stamps = []",
-                             "    consumer.subscribe([topic])\n    stamps = list()", 1)
+    changed = worker.replace("                    consume.parse_event(msg.value())\n",
+                             "                    consume.parse_event(bytes(msg.value()))\n", 1)
     assert changed != worker
     used = report.used_names(report.WORKER, ["lab/harness.py", "measure_throughput.py"])
     assert not report.worker_change_reaches(worker, changed, {"c", "d", "p", "db"}, used)
