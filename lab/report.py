@@ -213,8 +213,10 @@ def measured_by(doc: dict) -> str:
                 if names := used_and_changed(path, commit, files) - same_entries(
                         path, commit, variants_of(doc, script, commit)):
                     changed.add(f"{path} ({', '.join(sorted(names, key=str.lower))})")
-            elif path == WORKER and worker_unchanged_for(commit, run_variants(doc)):
-                pass  # only in functions that variants the runs never name reach (WORKER_ENTRIES)
+            elif path == WORKER and worker_unchanged_for(commit, variants_of(doc, script, commit)):
+                # only in functions reached by variants that neither the runs name nor the script
+                # names (a worker it starts on the side, as measure_latency's publisher)
+                pass
             elif path == script and only_flags_and_choices_changed(path, commit, run_variants(doc)):
                 pass  # only its flags' checks, or choices its runs never made: the file records its config
             elif path.endswith(".py") and not changed_names(path, commit):
