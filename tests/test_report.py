@@ -281,7 +281,8 @@ def test_a_worker_change_behind_one_variants_entry_moves_only_that_variants_figu
     warmed = WORKER_BEFORE.replace("    return serve()", "    run_raw()\n    return serve()")  # c runs it too
     too_wide = WORKER_BEFORE.replace('args.variant == "raw"', 'args.variant in ("raw", "c")')
     looked_up = WORKER_BEFORE.replace("return serve()", 'return globals()["serve"]()')
-    passed_on = WORKER_BEFORE.replace("return serve()", "return serve(run_raw)").replace("def serve():", "def serve(f=0):")
+    passed_on = WORKER_BEFORE.replace("return serve()", "return serve(run_raw)").replace("def serve():",
+                                                                                       "def serve(f=0):")
     assert all(changed_within(source, {"c"}) for source in (warmed, too_wide, looked_up, passed_on))
     # against the worker as it is: a change inside run_raw's body
     worker = (report.ROOT / report.WORKER).read_text()
