@@ -308,14 +308,51 @@ def consumers(plt, doc):
     return fig
 
 
-def latency(plt, doc):
+def latency(plt, doc, title="Latency at fixed offered loads (variant@rate)"):
     names = list(doc["summary"])
     fig, ax = plt.subplots(figsize=(8, 4.2))
     grouped_bars(ax, names, [("p50", [doc["summary"][n]["p50_ms"]["median"] for n in names], BLUE),
                              ("p99", [doc["summary"][n]["p99_ms"]["median"] for n in names], RED)])
     ax.set_yscale("log")
     ax.set_ylabel("ms, CreateTime to ledger row")
-    ax.set_title("Latency at fixed offered loads (variant@rate)", fontsize=11)
+    ax.set_title(title, fontsize=11)
+    return fig
+
+
+def saturation(plt, doc):
+    return latency(plt, doc, "Latency at shares of each variant's capacity, measured just before (variant@load)")
+
+
+def latency_batch(plt, doc):
+    """p50 and p99 per case, one panel per offered rate: the batch wait's floor and its cost."""
+    rates = list(dict.fromkeys(name.partition(" ")[0].partition("@")[2] for name in doc["summary"]))
+    fig, axes = plt.subplots(1, len(rates), figsize=(6.5 * len(rates), 4.4), squeeze=False)
+    for ax, rate in zip(axes[0], rates, strict=True):
+        names = [n for n in doc["summary"] if n.partition(" ")[0].partition("@")[2] == rate]
+        labels = [n.partition("@")[0] + (f"\n{n.rpartition(' ')[2]}" if " batch " in n
+                                         else f"\n{doc['config']['batch']}" if n[0] in "dp" else "") for n in names]
+        grouped_bars(ax, labels, [("p50", [doc["summary"][n]["p50_ms"]["median"] for n in names], BLUE),
+                                  ("p99", [doc["summary"][n]["p99_ms"]["median"] for n in names], RED)])
+        ax.set_yscale("log")
+        ax.set_ylabel("ms, CreateTime to ledger row")
+        ax.set_title(f"offered {rate}", fontsize=10)
+    fig.suptitle(f"c, and d and p by batch (under each bar; --batch {doc['config']['batch']} first), "
+                 "one invocation", fontsize=11)
+    return fig
+
+
+def contention(plt, doc):
+    """msgs/s of each variant on 100 accounts and on 10,000, side by side."""
+    stats = doc["summary"]["variants"]
+    variants = list(dict.fromkeys(name.partition(", ")[0] for name in stats))
+    counts = list(dict.fromkeys(name.partition(", ")[2] for name in stats))
+    fig, ax = plt.subplots(figsize=(8, 4.2))
+    colours = [GREY, BLUE, RED, DARK]
+    grouped_bars(ax, variants, [(count, [stats.get(f"{v}, {count}", {}).get("msgs_per_s", {}).get("median", 0)
+                                          for v in variants], colours[i % len(colours)])
+                                for i, count in enumerate(counts)])
+    ax.set_ylabel("msgs/s, median over runs")
+    ax.set_title(f"Credits over 100 accounts against 10,000 ({doc['config']['runs']} interleaved runs)", fontsize=11)
     return fig
 
 
@@ -434,6 +471,9 @@ CHARTS = {
     "growth": (growth, ["throughput-inbox.json"]),
     "consumers": (consumers, ["throughput-consumers.json"]),
     "latency": (latency, ["latency.json"]),
+    "latency-saturation": (saturation, ["latency-saturation.json"]),
+    "latency-batch": (latency_batch, ["latency-batch.json"]),
+    "contention": (contention, ["throughput-accounts.json"]),
     "retention": (retention, ["retention.json"]),
     "retention-load": (retention_load, ["retention-load.json"]),
 }

@@ -91,6 +91,11 @@ def latency(case: str, field: str = "p50_ms") -> float:
     return document("latency.json")["summary"][case][field]["median"]
 
 
+def batch_case(case: str, field: str = "p50_ms") -> float:
+    """measure_latency --sweep-batch: a case's median, e.g. batch_case("d@200/s batch 10")."""
+    return document("latency-batch.json")["summary"][case][field]["median"]
+
+
 def gain(pair: str) -> float:
     """--consumers: the median paired ratio of N processes against one, e.g. gain("c:2/c:1")."""
     return ratio("throughput-consumers.json", pair)["median"]
@@ -266,6 +271,19 @@ CLAIMS = [
      <= total(runs("external.json", variant="skip"), "lost")),
     ("docs/external.md", "The lease counts should stay at zero on loopback",
      lambda: all(r["lease_short"] == r["lease_taken_over"] == 0 for r in runs("external.json"))),
+    # M7a
+    ("docs/eos.md", "The output topic, read as a downstream consumer reads it, is where Kafka's",
+     lambda: all(r["topic_copies"] == r["topic_missing"] == 0 for r in runs("eos.json"))
+     and all(r["aborted_copies"] > 0 for r in runs("eos.json", point="kill"))),
+    ("docs/eos.md", "e applies each one a second time. f's inbox rows were committed",
+     lambda: all(r["duplicates"] > 0 for p in ("kill", "pg-committed") for r in runs("eos.json", variant="e", point=p))
+     and all(r["duplicates"] == r["lost"] == 0 and r["balances_exact"] for r in runs("eos.json", variant="f"))),
+    ("docs/eos.md", "e's duplicates run a\nlittle above its aborted output copies",
+     lambda: all(total(rows, "aborted_copies") <= total(rows, "duplicates") <= 1.1 * total(rows, "aborted_copies")
+                 for rows in (runs("eos.json", variant="e", point=p) for p in ("kill", "pg-committed")))),
+    ("docs/eos.md", "A crash right\nafter Kafka's commit left nothing owed, and both variants stayed exact there.",
+     lambda: all(r["faults"] > 0 and r["duplicates"] == r["lost"] == 0 and r["balances_exact"]
+                 for r in runs("eos.json", point="kafka-committed"))),
     # M7b
     ("docs/eos.md", "in every row b applied each copy (its duplicates are the log's copies) while c and d applied none",
      lambda: all(r["duplicates"] == r["log_copies"] for r in runs("publish.json", variant="b"))
@@ -303,6 +321,22 @@ CLAIMS = [
      lambda: all(latency(f"c@{r}/s") < 10 <= latency(f"{v}@{r}/s") < 100 for r in (200, 500) for v in "dp")),
     ("docs/throughput.md", "That price stays about flat as the load rises",
      lambda: all(latency(f"{v}@5000/s") < 1.5 * latency(f"{v}@200/s") for v in "dp")),
+    # the batch wait's floor (--sweep-batch)
+    ("docs/throughput.md", "At 200 a second a batch of 50 changed nothing: the wait, not the batch, closed",
+     lambda: all(abs(batch_case(f"{v}@200/s batch 50", "credits_per_transaction")
+                     / batch_case(f"{v}@200/s", "credits_per_transaction") - 1) < 0.2
+                 and 15 <= batch_case(f"{v}@200/s", "credits_per_transaction") <= 25
+                 and abs(batch_case(f"{v}@200/s batch 50") / batch_case(f"{v}@200/s") - 1) < 0.1 for v in "dp")),
+    ("docs/throughput.md", "A batch of 10 halved p50 and p99, and a batch of 1 brought d and p",
+     lambda: all(batch_case(f"{v}@200/s batch 10", f) < 0.6 * batch_case(f"{v}@200/s", f)
+                 for v in "dp" for f in ("p50_ms", "p99_ms"))
+     and all(batch_case(f"{v}@200/s batch 1") < 1.5 * batch_case("c@200/s") for v in "dp")),
+    ("docs/throughput.md", "50 cut the median p50 to under a third of --batch's",
+     lambda: all(batch_case(f"{v}@5000/s batch 50") < batch_case(f"{v}@5000/s") / 3 for v in "dp")),
+    ("docs/throughput.md", "while batches of 10 and of 1 could not keep up",
+     lambda: all(batch_case(f"{v}@5000/s batch {n}") > 1000 for v in "dp" for n in (10, 1))),
+    ("docs/throughput.md", "No case lost or duplicated a credit. So the",
+     lambda: all(sum(s["totals"].values()) == 0 for s in document("latency-batch.json")["summary"].values())),
     # more consumers
     ("docs/throughput.md", "A second process helps c the most, and a third still adds to it",
      lambda: gain("c:2/c:1") > max(gain("d:2/d:1"), gain("p:2/p:1")) and gain("c:3/c:1") > gain("c:2/c:1")),

@@ -213,8 +213,8 @@ def measured_by(doc: dict) -> str:
                 if names := used_and_changed(path, commit, files) - same_entries(
                         path, commit, variants_of(doc, script, commit)):
                     changed.add(f"{path} ({', '.join(sorted(names, key=str.lower))})")
-            elif path == WORKER and worker_unchanged_for(commit, run_variants(doc)):
-                pass  # only in functions that variants the runs never name reach (WORKER_ENTRIES)
+            elif path == WORKER and worker_unchanged_for(commit, run_variants(doc) | side_workers(script, commit)):
+                pass  # only in functions that variants the runs never run reach (WORKER_ENTRIES)
             elif path == script and only_flags_and_choices_changed(path, commit, run_variants(doc)):
                 pass  # only its flags' checks, or choices its runs never made: the file records its config
             elif path.endswith(".py") and not changed_names(path, commit):
@@ -493,19 +493,106 @@ def references(source: str) -> dict[str, set[str]]:
                    and n.id != name} for name, nodes in bodies.items()}
 
 
+DYNAMIC = ("globals", "locals", "vars", "getattr", "eval", "exec", "importlib", "__import__", "modules")
+
+
+def functions(source: str) -> dict[str, ast.AST]:
+    """A module's top-level functions by name (a name bound twice, or bound otherwise too, is left out)."""
+    nodes = {}
+    for node in ast.parse(source).body:
+        names = [node.name] if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) else [
+            t.id for t in (node.targets if isinstance(node, ast.Assign) else [getattr(node, "target", None)])
+            if isinstance(t, ast.Name)]
+        for name in names:
+            nodes[name] = None if name in nodes else node
+    return {name: node for name, node in nodes.items()
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))}
+
+
+def signature(node: ast.AST) -> str:
+    """What Python runs of a def when the module is imported: its decorators, defaults and
+    annotations (all of the def but its body)."""
+    bare = ast.parse(ast.unparse(node)).body[0]
+    bare.body = [ast.Pass()]
+    bare.name = ""
+    return ast.dump(bare)
+
+
+def runs_at_import(node: ast.AST) -> bool:
+    """Whether a def's decorators, defaults or annotations call anything."""
+    bare = ast.parse(ast.unparse(node)).body[0]
+    bare.body = [ast.Pass()]
+    return any(isinstance(n, ast.Call) for n in ast.walk(bare))
+
+
+def guarded_calls(source: str, entries: dict) -> bool:
+    """Whether main() reaches each entry function only by calling it under a test of
+    args.variant that names no variant but the entry's own (`if args.variant == "raw":` or
+    `in ("db", "db-d")`)."""
+    main = functions(source).get("main")
+    if main is None:
+        return False
+    owners = {}
+    for variant, names in entries.items():
+        for name in names:
+            owners.setdefault(name, set()).add(variant)
+
+    def tested(test) -> set[str] | None:
+        if (isinstance(test, ast.Compare) and len(test.ops) == 1 and ast.unparse(test.left) == "args.variant"):
+            right = test.comparators[0]
+            if isinstance(test.ops[0], ast.Eq) and isinstance(right, ast.Constant):
+                return {right.value}
+            if isinstance(test.ops[0], ast.In) and isinstance(right, (ast.Tuple, ast.Set, ast.List)) and all(
+                    isinstance(e, ast.Constant) for e in right.elts):
+                return {e.value for e in right.elts}
+        return None
+
+    def walk(node, guard: set[str] | None) -> bool:
+        if isinstance(node, ast.If):
+            inner = tested(node.test)
+            return (walk(node.test, guard) and all(walk(n, inner if inner is not None else guard) for n in node.body)
+                    and all(walk(n, guard) for n in node.orelse))
+        if isinstance(node, ast.Name) and node.id in owners:
+            return False  # seen bare: a call is checked below, with its func
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in owners:
+            if guard is None or not guard <= owners[node.func.id]:
+                return False
+            return all(walk(n, guard) for n in [*node.args, *node.keywords])
+        return all(walk(child, guard) for child in ast.iter_child_nodes(node))
+
+    return all(walk(statement, None) for statement in main.body)
+
+
 def worker_change_reaches(old: str, new: str, variants: set[str], used_elsewhere: set[str],
                           entries: dict | None = None) -> bool:
-    """Whether worker.py's change from `old` to `new` can move the figures of runs of `variants`:
-    False only when every changed name is reached from the entries of other variants alone
-    (main's calls of them aside), and is not one that another module uses (`used_elsewhere`)."""
+    """Whether worker.py's change from `old` to `new` can move the figures of runs of `variants`.
+    False only when every changed name is a function whose body alone changed (nothing of it
+    runs at import), reached from the entries of other variants alone, which main() calls only
+    under a test of args.variant naming those variants, and which no other module uses
+    (`used_elsewhere`); and neither version looks names up by string."""
     entries = WORKER_ENTRIES if entries is None else entries
     changed = names_changed(old, new)
     if not changed or "module" in changed:
         return bool(changed)
+    if any(isinstance(n, ast.Name) and n.id in DYNAMIC or isinstance(n, ast.Attribute) and n.attr in DYNAMIC
+           or isinstance(n, ast.ImportFrom) and any(a.name == "*" for a in n.names)
+           for source in (old, new) for n in ast.walk(ast.parse(source))):
+        return True
+    if not (guarded_calls(old, entries) and guarded_calls(new, entries)):
+        return True
+    before, after = functions(old), functions(new)
+    for name in changed:
+        if name in before and name in after:
+            if signature(before[name]) != signature(after[name]):
+                return True
+        elif name not in before and name not in after:
+            return True  # a constant or a class: its statement runs in every process
+        elif any(runs_at_import(node) for node in (before.get(name), after.get(name)) if node is not None):
+            return True
     graph = references(old)
     for name, refs in references(new).items():
         graph[name] = graph.get(name, set()) | refs
-    entry_functions = {f for functions in entries.values() for f in functions}
+    entry_functions = {f for functions_of in entries.values() for f in functions_of}
 
     def closure(start, skip=lambda source, target: False):
         seen, todo = set(), list(start)
@@ -518,15 +605,31 @@ def worker_change_reaches(old: str, new: str, variants: set[str], used_elsewhere
         return seen
 
     behind_entries = closure(entry_functions)
-    # everything else, and what it reaches; main's own calls of the entries are the dispatch
+    # everything else, and what it reaches; main's own guarded calls of the entries are the dispatch
     shared = closure((set(graph) - behind_entries) | (used_elsewhere & set(graph)),
                      skip=lambda source, target: source == "main" and target in entry_functions)
     for name in changed:
         if name in shared or name not in behind_entries:
             return True
-        if {v for v, functions in entries.items() if name in closure(functions)} & variants:
+        if {v for v, functions_of in entries.items() if name in closure(functions_of)} & variants:
             return True
     return False
+
+
+def side_workers(script: str, commit: str) -> set[str]:
+    """The worker variants a measurement's script starts by name beside its runs' own (a
+    `Worker("publisher", ...)`), at `commit`: those its runs never name. (A script that is gone
+    counts as starting every entry's variant.)"""
+    source = source_at(script, commit)
+    if source is None:
+        return set(WORKER_ENTRIES)
+    found = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Call) and ast.unparse(node.func).split(".")[-1] in ("Worker", "start_workers"):
+            first = node.args[0] if node.args else None
+            if isinstance(first, ast.Constant) and isinstance(first.value, str):
+                found.add(first.value)
+    return found
 
 
 def worker_unchanged_for(commit: str, variants: set[str]) -> bool:

@@ -404,6 +404,7 @@ def drive(name: str, out, config: dict, plan, run_once, summarise, table, verdic
             _progress = None
     if results.runs and not results.document["summary"]:  # resumed with nothing left to run
         results.document["summary"] = summarise(results.runs)
+        write_results(results.path, results.document)  # e.g. runs joined from two stacks' files
     results.close(table)
     if committed is not None or post_lines is not None:
         compare({**results.document, "path": str(results.path)}, committed, table, post_lines)

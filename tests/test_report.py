@@ -244,10 +244,10 @@ def raw_only(): return 2
 def run_raw(): return raw_only() and REPORT
 def run_db_ceiling(): return helper()
 def serve(): return helper()
-def main(variant):
-    if variant == "raw":
+def main(args):
+    if args.variant == "raw":
         return run_raw()
-    if variant == "db":
+    if args.variant in ("db",):
         return run_db_ceiling()
     return serve()
 '''
@@ -268,10 +268,22 @@ def test_a_worker_change_behind_one_variants_entry_moves_only_that_variants_figu
     assert reaches(WORKER_BEFORE.replace("return 1", "return 5"), {"c"})  # helper: serve's too
     assert reaches(WORKER_BEFORE.replace("return serve()", "return serve() or 0"), {"c"})  # main itself
     assert reaches(WORKER_BEFORE.replace("import json", "import json, os"), {"c"})  # not a named part
-    assert not reaches(WORKER_BEFORE.replace('"report: %s"', '"report %s"'), {"c"})  # run_raw's alone
-    assert reaches(WORKER_BEFORE.replace('"report: %s"', '"report %s"'), {"c"}, {"REPORT"})  # a harness reads it
+    assert reaches(WORKER_BEFORE.replace('"report: %s"', '"report %s"'), {"c"})  # a constant runs at import
     called_elsewhere = WORKER_BEFORE.replace("def serve(): return helper()", "def serve(): return run_raw()")
     assert reaches(called_elsewhere.replace("return 2", "return 3"), {"c"}, set())
+    # what runs at import, or a dispatch that is not one variant's, or a lookup by string: every figure
+    assert reaches(WORKER_BEFORE.replace("def raw_only():", "@functools.cache\ndef raw_only():"), {"c"})
+    assert reaches(WORKER_BEFORE.replace("def raw_only():", "def raw_only(n=os.nice(1)):"), {"c"})
+    def changed_within(source: str, variants: set[str]) -> bool:  # raw_only's body changed in `source`
+        return report.worker_change_reaches(source, source.replace("return 2", "return 3"), variants, set(), ENTRIES)
+
+    assert not changed_within(WORKER_BEFORE, {"c"})
+    warmed = WORKER_BEFORE.replace("    return serve()", "    run_raw()\n    return serve()")  # c runs it too
+    too_wide = WORKER_BEFORE.replace('args.variant == "raw"', 'args.variant in ("raw", "c")')
+    looked_up = WORKER_BEFORE.replace("return serve()", 'return globals()["serve"]()')
+    passed_on = WORKER_BEFORE.replace("return serve()", "return serve(run_raw)").replace("def serve():",
+                                                                                       "def serve(f=0):")
+    assert all(changed_within(source, {"c"}) for source in (warmed, too_wide, looked_up, passed_on))
     # against the worker as it is: a change inside run_raw's body
     worker = (report.ROOT / report.WORKER).read_text()
     changed = worker.replace("                    consume.parse_event(msg.value())\n",

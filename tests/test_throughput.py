@@ -161,6 +161,21 @@ def test_the_driver_runs_each_outer_block_to_the_end_before_the_next(tmp_path):
                     (10, "c", 1), (10, "d", 1), (10, "d", 2), (10, "c", 2)]
 
 
+@pytest.mark.usefixtures("services")
+def test_a_file_whose_runs_are_all_done_gets_its_summary_written(tmp_path):
+    def run_once(variant, run, config):
+        raise AssertionError(f"{variant} run {run} is in the file already")
+
+    out = tmp_path / "out.json"
+    done = results.ResultsFile("test", out, {"runs": 1}).code  # the commit the runs must carry to resume
+    out.write_text(json.dumps({"harness": "test", "config": {"runs": 1}, "machine": results.machine(),
+                               "versions": results.versions(), "summary": {},
+                               "runs": [{"variant": v, "run": 1, **done} for v in ("c", "d")]}))
+    results.drive("test", out, {"runs": 1}, [{"variant": "c"}, {"variant": "d"}], run_once,
+                  lambda runs: {"runs": len(runs)}, lambda s: "", lambda r: "")
+    assert json.loads(out.read_text())["summary"] == {"runs": 2}
+
+
 def test_growth_pairs_v7_with_text_and_each_size_with_the_empty_inbox():
     def run(id_type, rows, n, rate):
         return {"variant": "d", "id_type": id_type, "inbox_rows": rows, "run": n, "msgs_per_s": rate,
