@@ -286,26 +286,36 @@ def run_db_ceiling(variant: str, count: int, batch: int, connections: int = 1, a
     conns = [psycopg.connect(DSN, autocommit=True) for _ in range(connections)]
     snapshot = self_cost({conn.info.backend_pid for conn in conns})
 
+    # /proc lists live threads only: each drain, once the queue is empty, stays alive until the
+    # CPU after the last batch is read, or its CPU would leave the window with it.
+    drained, read = threading.Barrier(connections + 1), threading.Event()
+
     def drain(conn):
-        while True:
-            try:
-                chunk = batches.get_nowait()
-            except queue.Empty:
-                return
-            if variant == "db":
-                consume_pipelined.claim_and_credit(conn, dict(chunk))
-            else:
-                consume_batched.handle_batch(conn, chunk)
+        try:
+            while True:
+                try:
+                    chunk = batches.get_nowait()
+                except queue.Empty:
+                    return
+                if variant == "db":
+                    consume_pipelined.claim_and_credit(conn, dict(chunk))
+                else:
+                    consume_batched.handle_batch(conn, chunk)
+        finally:
+            drained.wait()
+            read.wait()
 
     threads = [threading.Thread(target=drain, args=(conn,)) for conn in conns]
     before = snapshot() if snapshot else None
     started = time.monotonic()
     for thread in threads:
         thread.start()
-    for thread in threads:
-        thread.join()
+    drained.wait()
     seconds = time.monotonic() - started
     after = snapshot() if snapshot else None
+    read.set()
+    for thread in threads:
+        thread.join()
     for conn in conns:
         conn.close()
     log.info(REPORT_LOG, json.dumps({"messages": count, "first_to_last_s": round(seconds, 3),

@@ -25,6 +25,7 @@ def test_throughput_run_times_every_credit_once(variant):
     if variant == "db":  # no Kafka, no ledger to check: it times itself, and reads its own CPU
         assert set(record["cpu_us_per_msg"]) >= {"consumer_python", "postgres_backends", "broker", "total"}
         assert record["cpu_us_per_msg"]["postgres_backends"] > 0 and record["cpu_window_msgs"] == 4000
+        assert record["cpu_us_per_msg"]["consumer_python"] > 0, "the drain threads' CPU, read before they end"
         assert record["consumer_peak_rss_mib"] > 0
         return
     # CPU per message for each kind of process: recorded, never compared with a figure (a
