@@ -1481,6 +1481,10 @@ FINDINGS = [
     ("M3 consumers", "throughput-consumers.json", lambda r, c: (
         "none", f"{r['variant'].partition(':')[0]}, {r['consumers']} consumer{'s' * (r['consumers'] != 1)}")),
     ("M3 latency", "latency.json", lambda r, c: (f"none, {r['rate']:g} offered a second", r["variant"])),
+    ("M3 latency", "latency-saturation.json", lambda r, c: (f"none, {r['load'] * 100:g}% of its capacity offered",
+                                                            r["variant"])),
+    ("M3 latency", "latency-batch.json", lambda r, c: (f"none, {r['rate']:g} offered a second", r["variant"] + (
+        f", batch {r['batch']}" if r.get("swept") else ""))),
     ("M5 external effects", "external.json", lambda r, c: ("SIGKILL, planted crashes", r["variant"])),
     ("M6 faults", "faults.json", lambda r, c: (r["fault"], r["variant"])),
     ("M6 faults", "faults-share-batched.json", lambda r, c: ("share-lock, producer batching", r["variant"])),
