@@ -214,7 +214,7 @@ def measured_by(doc: dict) -> str:
                         path, commit, variants_of(doc, script, commit)):
                     changed.add(f"{path} ({', '.join(sorted(names, key=str.lower))})")
             elif path == WORKER and worker_unchanged_for(commit, run_variants(doc) | side_workers(script, commit)):
-                pass  # only in functions that variants the runs never run reach (WORKER_ENTRIES)
+                pass  # only in function bodies that the runs' variants never reach (WORKER_ENTRIES)
             elif path == script and only_flags_and_choices_changed(path, commit, run_variants(doc)):
                 pass  # only its flags' checks, or choices its runs never made: the file records its config
             elif path.endswith(".py") and not changed_names(path, commit):
@@ -478,19 +478,25 @@ WORKER_ENTRIES = {"raw": ("run_raw",), "db": ("run_db_ceiling",), "db-d": ("run_
 WORKER = "lab/worker.py"
 
 
-def references(source: str) -> dict[str, set[str]]:
-    """Each top-level function, class or constant of a module: the module's other top-level
-    names its body refers to."""
-    bodies = {}
+def bindings(source: str) -> dict[str, list[ast.AST]]:
+    """Each top-level function, class or constant of a module: the statements that bind it."""
+    bound = {}
     for node in ast.parse(source).body:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            bodies.setdefault(node.name, []).append(node)
+            bound.setdefault(node.name, []).append(node)
         elif isinstance(node, (ast.Assign, ast.AnnAssign)):
             for target in node.targets if isinstance(node, ast.Assign) else [node.target]:
                 if isinstance(target, ast.Name):
-                    bodies.setdefault(target.id, []).append(node)
-    return {name: {n.id for node in nodes for n in ast.walk(node) if isinstance(n, ast.Name) and n.id in bodies
-                   and n.id != name} for name, nodes in bodies.items()}
+                    bound.setdefault(target.id, []).append(node)
+    return bound
+
+
+def references(source: str) -> dict[str, set[str]]:
+    """Each top-level function, class or constant of a module: the module's other top-level
+    names its body refers to."""
+    bound = bindings(source)
+    return {name: {n.id for node in nodes for n in ast.walk(node) if isinstance(n, ast.Name) and n.id in bound
+                   and n.id != name} for name, nodes in bound.items()}
 
 
 DYNAMIC = ("globals", "locals", "vars", "getattr", "eval", "exec", "importlib", "__import__", "modules")
@@ -498,31 +504,27 @@ DYNAMIC = ("globals", "locals", "vars", "getattr", "eval", "exec", "importlib", 
 
 def functions(source: str) -> dict[str, ast.AST]:
     """A module's top-level functions by name (a name bound twice, or bound otherwise too, is left out)."""
-    nodes = {}
-    for node in ast.parse(source).body:
-        names = [node.name] if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) else [
-            t.id for t in (node.targets if isinstance(node, ast.Assign) else [getattr(node, "target", None)])
-            if isinstance(t, ast.Name)]
-        for name in names:
-            nodes[name] = None if name in nodes else node
-    return {name: node for name, node in nodes.items()
-            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))}
+    return {name: nodes[0] for name, nodes in bindings(source).items()
+            if len(nodes) == 1 and isinstance(nodes[0], (ast.FunctionDef, ast.AsyncFunctionDef))}
+
+
+def without_body(node: ast.AST) -> ast.AST:
+    """A copy of a def with its body reduced to `pass`: what Python runs of it at import (its
+    decorators, defaults and annotations)."""
+    bare = ast.parse(ast.unparse(node)).body[0]
+    bare.body = [ast.Pass()]
+    return bare
 
 
 def signature(node: ast.AST) -> str:
-    """What Python runs of a def when the module is imported: its decorators, defaults and
-    annotations (all of the def but its body)."""
-    bare = ast.parse(ast.unparse(node)).body[0]
-    bare.body = [ast.Pass()]
+    bare = without_body(node)
     bare.name = ""
     return ast.dump(bare)
 
 
 def runs_at_import(node: ast.AST) -> bool:
     """Whether a def's decorators, defaults or annotations call anything."""
-    bare = ast.parse(ast.unparse(node)).body[0]
-    bare.body = [ast.Pass()]
-    return any(isinstance(n, ast.Call) for n in ast.walk(bare))
+    return any(isinstance(n, ast.Call) for n in ast.walk(without_body(node)))
 
 
 def guarded_calls(source: str, entries: dict) -> bool:
@@ -581,12 +583,13 @@ def worker_change_reaches(old: str, new: str, variants: set[str], used_elsewhere
     if not (guarded_calls(old, entries) and guarded_calls(new, entries)):
         return True
     before, after = functions(old), functions(new)
+    bound_before, bound_after = bindings(old), bindings(new)
     for name in changed:
+        if (name in bound_before and name not in before) or (name in bound_after and name not in after):
+            return True  # a constant or a class on either side (a function turned into one, say)
         if name in before and name in after:
             if signature(before[name]) != signature(after[name]):
                 return True
-        elif name not in before and name not in after:
-            return True  # a constant or a class: its statement runs in every process
         elif any(runs_at_import(node) for node in (before.get(name), after.get(name)) if node is not None):
             return True
     graph = references(old)
@@ -1498,6 +1501,10 @@ FINDINGS = [
     ("M3 consumers", "throughput-consumers.json", lambda r, c: (
         "none", f"{r['variant'].partition(':')[0]}, {r['consumers']} consumer{'s' * (r['consumers'] != 1)}")),
     ("M3 latency", "latency.json", lambda r, c: (f"none, {r['rate']:g} offered a second", r["variant"])),
+    ("M3 latency", "latency-saturation.json", lambda r, c: (f"none, {r['load'] * 100:g}% of its capacity offered",
+                                                            r["variant"])),
+    ("M3 latency", "latency-batch.json", lambda r, c: (f"none, {r['rate']:g} offered a second", r["variant"] + (
+        f", batch {r['batch']}" if r.get("swept") else ""))),
     ("M5 external effects", "external.json", lambda r, c: ("SIGKILL, planted crashes", r["variant"])),
     ("M6 faults", "faults.json", lambda r, c: (r["fault"], r["variant"])),
     ("M6 faults", "faults-share-batched.json", lambda r, c: ("share-lock, producer batching", r["variant"])),

@@ -269,6 +269,7 @@ def test_a_worker_change_behind_one_variants_entry_moves_only_that_variants_figu
     assert reaches(WORKER_BEFORE.replace("return serve()", "return serve() or 0"), {"c"})  # main itself
     assert reaches(WORKER_BEFORE.replace("import json", "import json, os"), {"c"})  # not a named part
     assert reaches(WORKER_BEFORE.replace('"report: %s"', '"report %s"'), {"c"})  # a constant runs at import
+    assert reaches(WORKER_BEFORE.replace("def raw_only(): return 2", "raw_only = len"), {"c"})  # no longer a def
     called_elsewhere = WORKER_BEFORE.replace("def serve(): return helper()", "def serve(): return run_raw()")
     assert reaches(called_elsewhere.replace("return 2", "return 3"), {"c"}, set())
     # what runs at import, or a dispatch that is not one variant's, or a lookup by string: every figure
