@@ -69,6 +69,25 @@ def test_cpu_per_message_is_a_table_of_its_own_only_when_runs_recorded_it():
     assert report.cpu_table({"summary": {"variants": {"raw": {"runs": 5, "msgs_per_s": stat}}}}) == ""
 
 
+def test_a_sweep_name_reads_as_words():
+    assert report.named("p:3").endswith("one statement per batch, 3 consumers")
+    assert report.named("p@2, 10,000 accounts").endswith(", 2 connections, 10,000 accounts")
+    assert report.named("d@50").endswith(", 50 messages a batch") and report.named("k@16").endswith(", 16 lanes")
+
+
+def test_the_growing_inbox_shows_cpu_from_its_runs_or_dashes():
+    run = {"cpu_us_per_msg": {"consumer_python": 10.0, "consumer_librdkafka": 1.0, "postgres_backends": 20.0,
+                              "total": 33.0}, "consumer_peak_rss_mib": 90.4}
+    assert report.cpu_of_runs([run, dict(run, consumer_peak_rss_mib=90.0)]) == ("11.0, 20.0, 33.0", "90")
+    assert report.cpu_of_runs([run, {}]) == ("–", "–")
+
+
+def test_cores_busy_is_cpu_per_message_times_the_rate():
+    # 25 µs a message at 40,000 a second keeps one core busy
+    stats = {"cpu_us_per_msg": {"total": {"median": 25.0}}, "msgs_per_s": {"median": 40_000.0}}
+    assert report.cores_busy(stats) == "1.00"
+
+
 def test_a_figure_depends_on_the_measuring_modules_its_script_imports():
     # throughput's figures move with the CPU sampler, not with the nemesis; the kill harness's the other way
     # (and with the publisher the harness imports: the workload)
