@@ -799,8 +799,8 @@ def batch_section() -> str:
     for name, s in sweep["summary"]["variants"].items():
         rows.append(f"| {name.split('@')[1]} | {spread(s['msgs_per_s'], 1)} |")
     c = sweep["config"]
-    return (cpu_table(sweep) + "\n".join(rows) + f"\n\nVariant d, {c['runs']} runs of {c['events']:,} messages per batch size, "
-            f"interleaved. From `results/throughput-batch.json`: {provenance(sweep)}.\n")
+    return (cpu_table(sweep) + "\n".join(rows) + f"\n\nVariant d, {c['runs']} runs of {c['events']:,} messages per "
+            f"batch size, interleaved. From `results/throughput-batch.json`: {provenance(sweep)}.\n")
 
 
 REBALANCE_SETS = [(f"rebalance-{v}-{p}.json", p) for v in ("b", "c", "d", "k", "o", "p")

@@ -142,6 +142,17 @@ def test_a_sentence_the_results_no_longer_bear_out_fails_the_check():
     assert "holds over nothing" in vacuous
 
 
+def test_a_claim_over_runs_that_landed_no_fault_holds_over_nothing(monkeypatch):
+    # M7a's first file planted crashes at a point e and f never pass: ten runs, no fault, all "exact"
+    doc = {"runs": [{"variant": "f", "point": "acked", "faults": 0, "duplicates": 0},
+                    {"variant": "f", "point": "kill", "faults": 20, "duplicates": 0}]}
+    monkeypatch.setattr(claims, "document", lambda name: doc)
+    assert len(claims.landed("eos.json", point="kill")) == 1
+    [vacuous] = claims.failing([("docs/eos.md", "A crash right", lambda: all(
+        r["duplicates"] == 0 for r in claims.landed("eos.json", point="acked")))])
+    assert "holds over nothing" in vacuous
+
+
 def test_every_checked_sentence_holds_against_the_committed_results():
     assert claims.failing() == []
 
