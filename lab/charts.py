@@ -483,10 +483,30 @@ def path_of(chart: str) -> Path:
     return RESULTS / f"{chart}.png"
 
 
+def drawn_by(draw) -> list:
+    """The drawing function and every function of this module it calls, at any depth
+    (saturation draws with latency's helpers): what the chart's look depends on."""
+    found, todo = [], [draw]
+    while todo:
+        function = todo.pop()
+        if function in found:
+            continue
+        found.append(function)
+        codes = [function.__code__]
+        while codes:  # names used by the function and the lambdas and comprehensions inside it
+            code = codes.pop()
+            codes += [const for const in code.co_consts if inspect.iscode(const)]
+            todo += [globals()[name] for name in code.co_names
+                     if inspect.isfunction(globals().get(name)) and globals()[name].__module__ == __name__]
+    return found
+
+
 def fingerprint(chart: str) -> str | None:
-    """A hash of the chart's inputs and of its drawing function; None if an input is missing."""
+    """A hash of the chart's inputs and of the functions that draw it; None if an input is missing."""
     draw, inputs = CHARTS[chart]
-    digest = hashlib.sha256(inspect.getsource(draw).encode())
+    digest = hashlib.sha256()
+    for function in drawn_by(draw):
+        digest.update(inspect.getsource(function).encode())
     for name in inputs:
         path = RESULTS / name
         if not path.exists():

@@ -42,6 +42,12 @@ def test_a_chart_knows_when_its_results_changed(tmp_path, monkeypatch):
     assert charts.stale() == ["external.png (out of date)"]
 
 
+def test_a_chart_is_out_of_date_when_a_helper_it_draws_with_changes():
+    # saturation draws its panels with latency's code: a change there must redraw it too
+    helpers = {function.__name__ for function in charts.drawn_by(charts.saturation)}
+    assert {"saturation", "latency", "tidy"} <= helpers and "kill" not in helpers
+
+
 def test_a_section_names_the_code_its_runs_came_from_and_flags_what_changed_since():
     before_the_move = {"harness": "measure_kill", "runs": [{"commit": "98bf50c", "dirty": False}]}
     said = report.measured_by(before_the_move)
