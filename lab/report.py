@@ -752,10 +752,12 @@ def cpu_table(doc: dict) -> str:
             for name, s in variants.items()]
     return (markdown_table(["Variant", "Runs", *(f"µs/msg: {label}" for label in CPU_KINDS.values()),
                             "µs/msg, all, median (min–max)", "Cores busy", "Consumer peak RSS (MiB)"], rows)
-            + "\n\nCPU per message, a figure of the code rather than of this machine: each process's user and "
-            "system CPU (from /proc) between the first credit and the last, divided by the messages applied "
-            "between them; medians over the runs. Cores busy: that median times the median msgs/s, the cores "
-            f"the processes kept busy between them.{self_timed_cpu(doc)}\n\n")
+            + "\n\nCPU per message: each process's user and system CPU (from /proc) between the first credit and "
+            "the last, divided by the messages applied between them; medians over the runs. Cores busy: that median "
+            "times the median msgs/s, the cores the processes kept busy between them. On this shared virtual "
+            "machine the same code's CPU per message moved from one session to the next about as much as its "
+            "msgs/s (docs/throughput.md): compare it within one table."
+            f"{self_timed_cpu(doc)}\n\n")
 
 
 def cpu_of_runs(mine: list[dict]) -> tuple[str, str]:
