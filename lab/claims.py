@@ -121,16 +121,26 @@ def config(name: str) -> dict:
     return document(name)["config"]
 
 
+def summarised(name: str, variant: str, field: str) -> dict:
+    """A throughput file's summary of one variant, which must hold `field`; Vacuous if the
+    variant is not there or its runs did not record it (a run without CPU figures drops them
+    from its variant's summary)."""
+    stats = document(name)["summary"]["variants"].get(variant)
+    if stats is None or field not in stats:
+        raise Vacuous(f"{name} has no {field} for {variant}")
+    return stats
+
+
 def cpu(name: str, variant: str, kind: str = "total") -> float:
     """A throughput file's median CPU per message for one variant: all processes, or one kind
     (consumer_python, postgres_backends, ...)."""
-    return document(name)["summary"]["variants"][variant]["cpu_us_per_msg"][kind]["median"]
+    return summarised(name, variant, "cpu_us_per_msg")["cpu_us_per_msg"][kind]["median"]
 
 
 def cores(name: str, variant: str) -> float:
     """The cores a variant's processes kept busy, as the report's CPU tables give it."""
     from lab import report
-    return float(report.cores_busy(document(name)["summary"]["variants"][variant]))
+    return float(report.cores_busy(summarised(name, variant, "cpu_us_per_msg")))
 
 
 def profile_share(name: str, part: str) -> float:
@@ -353,15 +363,17 @@ CLAIMS = [
     # more consumers
     ("docs/throughput.md", "c and d gain the most from a second process, and only c much from a third",
      lambda: min(gain("c:2/c:1"), gain("d:2/d:1")) > 1.3 * gain("p:2/p:1")
-     and gain("c:3/c:1") > 1.15 * gain("c:2/c:1") and gain("d:3/d:1") < 1.15 * gain("d:2/d:1")),
-    ("docs/throughput.md", "one c keeps under one core busy, three about one and a half",
-     lambda: cores("throughput-consumers.json", "c:1") < 1 and 1.3 <= cores("throughput-consumers.json", "c:3") <= 1.8),
-    ("docs/throughput.md", "d gains from each process added, most from the second",
-     lambda: 1.05 < gain("d:2/d:1") < gain("d:3/d:1")
-     and gain("d:2/d:1") - 1 > 2 * (gain("d:3/d:1") - gain("d:2/d:1"))),
-    ("docs/throughput.md", "about 1.6 of them busy, whichever variant and count gets there",
-     lambda: (lambda most: 1.45 <= most <= 1.8)(max(cores("throughput-consumers.json", f"{v}:{n}")
-                                                     for v in "cdp" for n in (1, 2, 3)))),
+     and gain("c:3/c:1") > 1.15 * gain("c:2/c:1")
+     and all(gain(f"{v}:3/{v}:1") < 1.15 * gain(f"{v}:2/{v}:1") for v in "dp")),
+    ("docs/throughput.md", "one c keeps under one core busy, three\nas many as any count of any variant here",
+     lambda: cores("throughput-consumers.json", "c:1") < 1
+     and cores("throughput-consumers.json", "c:3") >= 0.95 * max(cores("throughput-consumers.json", f"{v}:{n}")
+                                                                 for v in "cdp" for n in (1, 2, 3))),
+    ("docs/throughput.md", "d gains about as much from a second\nprocess, and little from a third",
+     lambda: gain("d:2/d:1") >= 0.9 * gain("c:2/c:1") and gain("d:3/d:1") < 1.15 * gain("d:2/d:1")),
+    ("docs/throughput.md", "about 1.6 of them busy, for each variant at its most",
+     lambda: all(1.45 <= max(cores("throughput-consumers.json", f"{v}:{n}") for n in (1, 2, 3)) <= 1.8
+                 for v in "cdp")),
     ("docs/throughput.md", "So p gains least from more processes",
      lambda: gain("p:3/p:1") < min(gain("c:3/c:1"), gain("d:3/d:1"))),
     # fewer shared accounts
@@ -497,39 +509,44 @@ CLAIMS = [
      lambda: median("throughput-batch.json", "d@1") < median("throughput.json", "c")),
     ("docs/throughput.md", "a second connection gives a second backend work for it, as far as the machine has CPU "
                            "left. p@2/db@2 says how far p@2 stays below the two-connection ceiling",
-     lambda: cores("throughput-connections.json", "p@2") > cores("throughput-connections.json", "p") + 0.1
+     lambda: cores("throughput-connections.json", "p@2") > cores("throughput-connections.json", "p")
      and ratio("throughput-connections.json", "p@2/db@2")["median"] < 1),
+    ("docs/throughput.md", "the second backend kept little more than a tenth of a core more busy, and p@2's rate "
+                           "stayed\nclose to p's",
+     lambda: 0.05 < cores("throughput-connections.json", "p@2") - cores("throughput-connections.json", "p") < 0.25
+     and abs(ratio("throughput-connections.json", "p@2/d")["median"]
+             / ratio("throughput-connections.json", "p/d")["median"] - 1) < 0.1),
     # CPU per message, split by process, against the ceilings
-    ("docs/throughput.md", "The client alone (raw) costs its process under 10 µs a message",
+    ("docs/throughput.md", "checks as every variant does, and nothing else) costs its process under 10 µs a message",
      lambda: all(cpu(name, "raw") < 10 for name in ("throughput.json", "throughput-pipelined.json"))),
     ("docs/throughput.md", "p's statement alone (db) costs the Postgres backends within a quarter of what they cost "
                            "under p",
      lambda: all(abs(cpu(name, "db", "postgres_backends") / cpu(name, "p", "postgres_backends") - 1) < 0.25
                  for name in ("throughput-pipelined.json", "throughput-connections.json"))),
-    ("docs/throughput.md", "The client's reading (raw's Python) and the statement's own Python (db's, adapting a "
-                           "batch's arrays and reading the reply) make up most of p's consumer Python",
+    ("docs/throughput.md", "raw's Python and the statement's own Python (db's, adapting a batch's arrays and reading "
+                           "the reply) make up most of p's consumer Python",
      lambda: (lambda f: 0.5 < (f("raw") + f("db")) / f("p") < 1)(
          lambda v: cpu("throughput-pipelined.json", v, "consumer_python"))),
     ("docs/throughput.md", "d and its ceilings keep about one core busy",
      lambda: all(0.8 <= cores(name, v) <= 1.15 for name, vs in (("throughput-pipelined.json", ("d", "db", "db-d")),
                                                                 ("throughput-connections.json", ("d", "db")))
                  for v in vs)),
-    ("docs/throughput.md", "p overlaps the two and keeps about 1.4 busy",
-     lambda: all(1.25 <= cores(name, "p") <= 1.55 for name in ("throughput-pipelined.json",
-                                                               "throughput-connections.json"))),
+    ("docs/throughput.md", "p overlaps the two and keeps 1.3 to 1.4 busy",
+     lambda: all(1.25 <= cores(name, "p") < 1.45 for name in ("throughput-pipelined.json",
+                                                              "throughput-connections.json"))),
     ("docs/throughput.md", "On two connections p and db alike reach about 1.6 of the machine's 2 cores",
      lambda: all(1.45 <= cores("throughput-connections.json", v) <= 1.8 for v in ("p@2", "db@2"))),
     ("docs/throughput.md", "The same code's p cost 36.5 µs a message at 37,027 msgs/s in `throughput-pipelined.json`, "
-                           "and 22.1 µs at 59,898 msgs/s in `throughput-frameworks.json`, a session later",
+                           "and 22.1 µs at 59,898 msgs/s in `throughput-frameworks.json`, measured at another time",
      lambda: [f"{cpu(name, 'p'):.1f} {median(name, 'p'):,.0f}" for name in ("throughput-pipelined.json",
                                                                             "throughput-frameworks.json")]
      == ["36.5 37,027", "22.1 59,898"]
      and {document(name)["runs"][0]["commit"] for name in ("throughput-pipelined.json", "throughput-frameworks.json")}
      <= {"688fcff75260", "f8e0003de12e"}),
-    ("docs/throughput.md", "both moved by about the same factor, and the cores busy stayed near 1.3",
+    ("docs/throughput.md", "both moved by about the same factor, and the cores busy stayed at 1.3 to 1.4",
      lambda: (lambda files: 0.85 < (cpu(files[0], "p") / cpu(files[1], "p"))
               / (median(files[1], "p") / median(files[0], "p")) < 1.15
-              and all(abs(cores(name, "p") - 1.3) < 0.1 for name in files))(
+              and all(1.25 <= cores(name, "p") < 1.45 for name in files))(
          ("throughput-pipelined.json", "throughput-frameworks.json"))),
     ("docs/throughput.md", "which is why the leaner p-lean goes further on two connections than p (below): the same "
                            "cores, fewer µs a message",

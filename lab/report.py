@@ -765,11 +765,12 @@ def cpu_of_runs(mine: list[dict]) -> tuple[str, str]:
     the consumer's CPU per message (Python and librdkafka), the Postgres backends' and all
     processes', and of the consumer's peak RSS; dashes if any run did not record them."""
     if not mine or any(not r.get("cpu_us_per_msg") for r in mine):
-        return "–", "–"
+        return ("–",) * 4
+
     def median_of(kinds):
         return statistics.median(sum(r["cpu_us_per_msg"][kind] for kind in kinds) for r in mine)
-    consumer = median_of(("consumer_python", "consumer_librdkafka"))
-    return (f"{consumer:,.1f}, {median_of(('postgres_backends',)):,.1f}, {median_of(('total',)):,.1f}",
+    return (f"{median_of(('consumer_python', 'consumer_librdkafka')):,.1f}",
+            f"{median_of(('postgres_backends',)):,.1f}", f"{median_of(('total',)):,.1f}",
             f"{statistics.median(r['consumer_peak_rss_mib'] for r in mine):,.0f}")
 
 
@@ -781,18 +782,27 @@ def cores_busy(stats: dict) -> str:
 def self_timed_cpu(doc: dict) -> str:
     """What the CPU table says of raw and the db ceilings, which time themselves."""
     stats = doc["summary"]["variants"]
-    mine = [name for name in stats if name.partition("@")[0].partition(":")[0] in ("raw", "db", "db-d")]
-    read = [name for name in mine if "cpu_us_per_msg" in stats[name]]
+
+    def base(name):
+        return name.partition(", ")[0].partition(":")[0].partition("@")[0]
+    mine = [name for name in stats if base(name) in ("raw", "db", "db-d")]
+    read = {base(name) for name in mine if "cpu_us_per_msg" in stats[name]}
     if not mine:
         return ""
     if not read:
         return " raw and the db ceilings time themselves and are not read."
-    return (" raw and the db ceilings time themselves and read their own CPU, from /proc, around their own "
-            "windows: raw from its first message to its last (the first fetch's other messages are read "
-            "before the window opens, a few hundred out of the run's), db and db-d from their first batch to "
-            "their last, their threads held alive until it is read; they read nothing from Kafka, so the "
-            "broker's column is its idle work, and their peak RSS holds the credits they build up front."
-            + ("" if len(read) == len(mine) else " Rows without CPU figures were not read."))
+    text = []
+    if "raw" in read:
+        text.append(" raw times itself and reads its own CPU, from /proc, from its first message to its last "
+                    "(the first fetch's other messages are read before the window opens, a few hundred out of "
+                    "the run's).")
+    if read & {"db", "db-d"}:
+        text.append(" The db ceilings time themselves and read their own CPU from their first batch to their "
+                    "last, their threads held alive until it is read; they read nothing from Kafka, so the "
+                    "broker's column is its idle work, and their peak RSS holds the credits they build up front.")
+    if len(read) < len({base(name) for name in mine}) or any("cpu_us_per_msg" not in stats[n] for n in mine):
+        text.append(" Rows without CPU figures were not read.")
+    return "".join(text)
 
 
 def batch_section() -> str:
@@ -817,9 +827,13 @@ def named(name: str) -> str:
     base, _, accounts = name.partition(", ")
     base, _, consumers = base.partition(":")
     variant, _, swept = base.partition("@")
-    unit = {"k": "lanes", "d": "messages a batch"}.get(variant, "connections")  # what @N sweeps
-    return (VARIANT_NAMES.get(variant, variant) + (f", {swept} {unit}" if swept else "")
-            + (f", {consumers} consumers" if consumers else "") + (f", {accounts}" if accounts else ""))
+    unit = {"k": "lane", "d": "message"}.get(variant, "connection")  # what @N sweeps
+    tail = " a batch" if variant == "d" else ""
+
+    def counted(n, noun):
+        return f", {n} {noun}{'' if n == '1' else 's'}"
+    return (VARIANT_NAMES.get(variant, variant) + (counted(swept, unit) + tail if swept else "")
+            + (counted(consumers, "consumer") if consumers else "") + (f", {accounts}" if accounts else ""))
 
 
 def throughput_tables(doc: dict) -> str:
@@ -902,7 +916,8 @@ def growth_section() -> str:
     events = events_of_text(c)
     return (markdown_table(["Variant", "IDs", "Inbox rows before", "Runs", "msgs/s, median (min–max)",
                             "÷ empty inbox", "v7 ÷ v4", "WAL bytes/msg", "Index reads/msg",
-                            "CPU µs/msg: consumer, Postgres, all", "Consumer peak RSS (MiB)"], rows, text_columns=3)
+                            "µs/msg: consumer", "µs/msg: Postgres, its backends", "µs/msg, all",
+                            "Consumer peak RSS (MiB)"], rows, text_columns=3)
             + f"\n\n{c['runs']} runs per row, {c['events']:,} credits a run{events}, on "
             f"{c['partitions']} partitions. Each size is one block: the inboxes (`processed_messages`, key "
             "(consumer, message_id), IDs as text) are filled to it once, then every variant and ID type runs in "
@@ -1130,7 +1145,7 @@ def contention_section() -> str:
         bases = list(dict.fromkeys(key.partition(", ")[0] for key in stats))
         rows = []
         for base in bases:
-            cells = [named(base.partition(":")[0]) + (f", {base.partition(':')[2]} consumers" if ":" in base else "")]
+            cells = [named(base)]
             for count in counts:
                 s = stats.get(f"{base}, {count}")
                 cells += [spread(s["msgs_per_s"], 0) if s else "–",

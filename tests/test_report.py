@@ -44,8 +44,9 @@ def test_a_chart_knows_when_its_results_changed(tmp_path, monkeypatch):
 
 def test_a_chart_is_out_of_date_when_a_helper_it_draws_with_changes():
     # saturation draws its panels with latency's code: a change there must redraw it too
-    helpers = {function.__name__ for function in charts.drawn_by(charts.saturation)}
-    assert {"saturation", "latency", "tidy"} <= helpers and "kill" not in helpers
+    functions, constants = charts.drawn_by(charts.saturation)
+    assert {"saturation", "latency", "tidy"} <= {f.__name__ for f in functions} and charts.kill not in functions
+    assert "BLUE" in constants  # a colour changed is a chart changed
 
 
 def test_a_section_names_the_code_its_runs_came_from_and_flags_what_changed_since():
@@ -79,13 +80,14 @@ def test_a_sweep_name_reads_as_words():
     assert report.named("p:3").endswith("one statement per batch, 3 consumers")
     assert report.named("p@2, 10,000 accounts").endswith(", 2 connections, 10,000 accounts")
     assert report.named("d@50").endswith(", 50 messages a batch") and report.named("k@16").endswith(", 16 lanes")
+    assert report.named("d@1").endswith(", 1 message a batch") and report.named("c:1").endswith(", 1 consumer")
 
 
 def test_the_growing_inbox_shows_cpu_from_its_runs_or_dashes():
     run = {"cpu_us_per_msg": {"consumer_python": 10.0, "consumer_librdkafka": 1.0, "postgres_backends": 20.0,
                               "total": 33.0}, "consumer_peak_rss_mib": 90.4}
-    assert report.cpu_of_runs([run, dict(run, consumer_peak_rss_mib=90.0)]) == ("11.0, 20.0, 33.0", "90")
-    assert report.cpu_of_runs([run, {}]) == ("–", "–")
+    assert report.cpu_of_runs([run, dict(run, consumer_peak_rss_mib=90.0)]) == ("11.0", "20.0", "33.0", "90")
+    assert report.cpu_of_runs([run, {}]) == ("–",) * 4
 
 
 def test_cores_busy_is_cpu_per_message_times_the_rate():
