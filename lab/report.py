@@ -755,7 +755,7 @@ def cpu_table(doc: dict) -> str:
             + "\n\nCPU per message: each process's user and system CPU (from /proc) between the first credit and "
             "the last, divided by the messages applied between them; medians over the runs. Cores busy: that median "
             "times the median msgs/s, the cores the processes kept busy between them. On this shared virtual "
-            "machine the same code's CPU per message moved from one session to the next about as much as its "
+            "machine the same code's CPU per message moved from one invocation to another about as much as its "
             "msgs/s (docs/throughput.md): compare it within one table."
             f"{self_timed_cpu(doc)}\n\n")
 
