@@ -153,7 +153,7 @@ def run_once(variant: str, run: int, config: dict, id_type: str = "seq", inbox_r
                     f"{consumers} {variant} workers to share {len(all_partitions)} partitions", interval_s=0.2)
                 harness.produce_events(space.topic, events)
             # CPU from the first credit to the last. A self-timed worker's window is its own, which
-            # /proc cannot see from here (and db's worker has exited by the end): not read.
+            # /proc cannot see from here (and db's worker has exited by the end): it reads its own.
             before = applied_before = None
             if variant not in SELF_TIMED:
                 harness.wait_until(lambda: any(w.first_effect.is_set() for w in workers), deadline,
@@ -193,7 +193,8 @@ def run_once(variant: str, run: int, config: dict, id_type: str = "seq", inbox_r
         if variant in ("p", "p-lean", "db", "db-d"):
             record["connections"] = connections
         if variant in SELF_TIMED:
-            record.update({k: report.get(k) for k in ("msgs_per_s", "first_to_last_s", "gap_p50_ms", "gap_p99_ms")})
+            record.update({k: report.get(k) for k in ("msgs_per_s", "first_to_last_s", "gap_p50_ms", "gap_p99_ms",
+                                                      "cpu_us_per_msg", "cpu_window_msgs", "consumer_peak_rss_mib")})
             record.update({"duplicates": None, "lost": None, "balances_exact": None})
         else:
             verdict = harness.verdict_of(events, space.admin)

@@ -1,7 +1,8 @@
 """CPU seconds per process, read from /proc: what a message costs.
 
-msgs/s is a figure of this machine on this day; CPU per message is a figure of the code,
-which a reader can carry to other hardware. A throughput run takes a Snapshot when its
+msgs/s is a figure of this machine on this day; CPU per message says where each message's
+cost goes, process by process (on a shared virtual machine it moves with the host too: see
+docs/throughput.md). A throughput run takes a Snapshot when its
 worker applies its first credit and another when the last is in, and divides each
 process's CPU between them by the messages applied between them.
 

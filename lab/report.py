@@ -748,13 +748,61 @@ def cpu_table(doc: dict) -> str:
         return ""
     rows = [[named(name), s["runs"],
              *(f"{s['cpu_us_per_msg'][kind]['median']:,.1f}" for kind in CPU_KINDS),
-             spread(s["cpu_us_per_msg"]["total"], 1), f"{s['consumer_peak_rss_mib']['median']:,.0f}"]
+             spread(s["cpu_us_per_msg"]["total"], 1), cores_busy(s), f"{s['consumer_peak_rss_mib']['median']:,.0f}"]
             for name, s in variants.items()]
     return (markdown_table(["Variant", "Runs", *(f"µs/msg: {label}" for label in CPU_KINDS.values()),
-                            "µs/msg, all, median (min–max)", "Consumer peak RSS (MiB)"], rows)
-            + "\n\nCPU per message, a figure of the code rather than of this machine: each process's user and "
-            "system CPU (from /proc) between the first credit and the last, divided by the messages applied "
-            "between them; medians over the runs. raw and the db ceilings time themselves and are not read.\n\n")
+                            "µs/msg, all, median (min–max)", "Cores busy", "Consumer peak RSS (MiB)"], rows)
+            + "\n\nCPU per message: each process's user and system CPU (from /proc) between the first credit and "
+            "the last, divided by the messages applied between them; medians over the runs. Cores busy: that median "
+            "times the median msgs/s, the cores the processes kept busy between them. On this shared virtual "
+            "machine the same code's CPU per message moved from one invocation to another about as much as its "
+            "msgs/s (docs/throughput.md): compare it within one table."
+            f"{self_timed_cpu(doc)}\n\n")
+
+
+def cpu_of_runs(mine: list[dict]) -> tuple[str, str]:
+    """Table cells for runs whose file summarised no CPU (the growing inbox): the medians of
+    the consumer's CPU per message (Python and librdkafka), the Postgres backends' and all
+    processes', and of the consumer's peak RSS; dashes if any run did not record them."""
+    if not mine or any(not r.get("cpu_us_per_msg") for r in mine):
+        return ("–",) * 4
+
+    def median_of(kinds):
+        return statistics.median(sum(r["cpu_us_per_msg"][kind] for kind in kinds) for r in mine)
+    return (f"{median_of(('consumer_python', 'consumer_librdkafka')):,.1f}",
+            f"{median_of(('postgres_backends',)):,.1f}", f"{median_of(('total',)):,.1f}",
+            f"{statistics.median(r['consumer_peak_rss_mib'] for r in mine):,.0f}")
+
+
+def cores_busy(stats: dict) -> str:
+    """The cores a variant's processes kept busy: CPU per message times messages per second (medians)."""
+    return f"{stats['cpu_us_per_msg']['total']['median'] * stats['msgs_per_s']['median'] / 1e6:.2f}"
+
+
+def self_timed_cpu(doc: dict) -> str:
+    """What the CPU table says of raw and the db ceilings, which time themselves."""
+    stats = doc["summary"]["variants"]
+
+    def base(name):
+        return name.partition(", ")[0].partition(":")[0].partition("@")[0]
+    mine = [name for name in stats if base(name) in ("raw", "db", "db-d")]
+    read = {base(name) for name in mine if "cpu_us_per_msg" in stats[name]}
+    if not mine:
+        return ""
+    if not read:
+        return " raw and the db ceilings time themselves and are not read."
+    text = []
+    if "raw" in read:
+        text.append(" raw times itself and reads its own CPU, from /proc, from its first message to its last "
+                    "(the first fetch's other messages are read before the window opens, a few hundred out of "
+                    "the run's).")
+    if read & {"db", "db-d"}:
+        text.append(" The db ceilings time themselves and read their own CPU from their first batch to their "
+                    "last, their threads held alive until it is read; they read nothing from Kafka, so the "
+                    "broker's column is its idle work, and their peak RSS holds the credits they build up front.")
+    if len(read) < len({base(name) for name in mine}) or any("cpu_us_per_msg" not in stats[n] for n in mine):
+        text.append(" Rows without CPU figures were not read.")
+    return "".join(text)
 
 
 def batch_section() -> str:
@@ -763,8 +811,8 @@ def batch_section() -> str:
     for name, s in sweep["summary"]["variants"].items():
         rows.append(f"| {name.split('@')[1]} | {spread(s['msgs_per_s'], 1)} |")
     c = sweep["config"]
-    return ("\n".join(rows) + f"\n\nVariant d, {c['runs']} runs of {c['events']:,} messages per batch size, "
-            f"interleaved. From `results/throughput-batch.json`: {provenance(sweep)}.\n")
+    return (cpu_table(sweep) + "\n".join(rows) + f"\n\nVariant d, {c['runs']} runs of {c['events']:,} messages per "
+            f"batch size, interleaved. From `results/throughput-batch.json`: {provenance(sweep)}.\n")
 
 
 REBALANCE_SETS = [(f"rebalance-{v}-{p}.json", p) for v in ("b", "c", "d", "k", "o", "p")
@@ -774,10 +822,18 @@ REBALANCE_SETS = [(f"rebalance-{v}-{p}.json", p) for v in ("b", "c", "d", "k", "
 
 def named(name: str) -> str:
     """A measure_throughput run name as the tables print it: p@2 is p on 2 connections, k@16 k
-    with 16 lanes, d@50 d with batches of 50."""
-    variant, _, swept = name.partition("@")
-    unit = {"k": "lanes", "d": "messages a batch"}.get(variant, "connections")  # what @N sweeps
-    return VARIANT_NAMES.get(variant, variant) + (f", {swept} {unit}" if swept else "")
+    with 16 lanes, d@50 d with batches of 50, p:3 three processes of p; an account sweep's
+    names end in their accounts (p@2, 10,000 accounts)."""
+    base, _, accounts = name.partition(", ")
+    base, _, consumers = base.partition(":")
+    variant, _, swept = base.partition("@")
+    unit = {"k": "lane", "d": "message"}.get(variant, "connection")  # what @N sweeps
+    tail = " a batch" if variant == "d" else ""
+
+    def counted(n, noun):
+        return f", {n} {noun}{'' if n == '1' else 's'}"
+    return (VARIANT_NAMES.get(variant, variant) + (counted(swept, unit) + tail if swept else "")
+            + (counted(consumers, "consumer") if consumers else "") + (f", {accounts}" if accounts else ""))
 
 
 def throughput_tables(doc: dict) -> str:
@@ -848,16 +904,20 @@ def growth_section() -> str:
     for variant, types in doc["summary"]["growth"].items():
         for id_type, sizes in types.items():
             for size, e in sizes.items():
+                mine = [r for r in doc["runs"] if (r["variant"], r["id_type"], str(r["inbox_rows"]))
+                        == (variant, id_type, size)]
                 rows.append([VARIANT_NAMES.get(variant, variant), "UUIDv7" if id_type == "uuid-v7" else "UUIDv4",
                              f"{int(size):,}", e["runs"], spread(e["msgs_per_s"], 1),
                              spread(e["vs_empty"], 3) if e.get("vs_empty") else "–",
                              spread(e["vs_text"], 3) if e.get("vs_text") else "–",
                              f"{e['wal_bytes_per_msg']['median']:,.0f}",
-                             f"{e['inbox_index_reads_per_msg']['median']:.3f}"])
+                             f"{e['inbox_index_reads_per_msg']['median']:.3f}", *cpu_of_runs(mine)])
     c, server = doc["config"], doc["config"]["server"]
     events = events_of_text(c)
     return (markdown_table(["Variant", "IDs", "Inbox rows before", "Runs", "msgs/s, median (min–max)",
-                            "÷ empty inbox", "v7 ÷ v4", "WAL bytes/msg", "Index reads/msg"], rows, text_columns=3)
+                            "÷ empty inbox", "v7 ÷ v4", "WAL bytes/msg", "Index reads/msg",
+                            "µs/msg: consumer", "µs/msg: Postgres, its backends", "µs/msg, all",
+                            "Consumer peak RSS (MiB)"], rows, text_columns=3)
             + f"\n\n{c['runs']} runs per row, {c['events']:,} credits a run{events}, on "
             f"{c['partitions']} partitions. Each size is one block: the inboxes (`processed_messages`, key "
             "(consumer, message_id), IDs as text) are filled to it once, then every variant and ID type runs in "
@@ -885,8 +945,8 @@ def consumers_section() -> str:
                      spread(ratio, 3) if ratio else "–"])
     c = doc["config"]
     events = events_of_text(c)
-    return (markdown_table(["Variant", "Consumers", "Runs", "msgs/s, median (min–max)",
-                            "÷ one consumer, paired by run"], rows, text_columns=1)
+    return (cpu_table(doc) + markdown_table(["Variant", "Consumers", "Runs", "msgs/s, median (min–max)",
+                                            "÷ one consumer, paired by run"], rows, text_columns=1)
             + f"\n\n{c['runs']} runs of {c['events']:,} credits{events}, on {c['partitions']} partitions, that many "
             "worker processes in one group (classic protocol, so the partitions are split 6, 3+3, 2+2+2), every "
             "count of every variant interleaved in one invocation; timed from the first to the last ledger row of "
@@ -1085,7 +1145,7 @@ def contention_section() -> str:
         bases = list(dict.fromkeys(key.partition(", ")[0] for key in stats))
         rows = []
         for base in bases:
-            cells = [named(base.partition(":")[0]) + (f", {base.partition(':')[2]} consumers" if ":" in base else "")]
+            cells = [named(base)]
             for count in counts:
                 s = stats.get(f"{base}, {count}")
                 cells += [spread(s["msgs_per_s"], 0) if s else "–",
@@ -1107,7 +1167,7 @@ def contention_section() -> str:
         extra = ("\n\n" + markdown_table(["Paired by run, within one account count", *counts],
                                           [[name, *(spread(by.get(n), 2) if by.get(n) else "–" for n in counts)]
                                            for name, by in within.items()], text_columns=1)) if within else ""
-        parts.append(f"{what.capitalize()}:\n\n" + markdown_table(
+        parts.append(f"{what.capitalize()}:\n\n" + cpu_table(doc) + markdown_table(
             [*headers, f"{counts[-1]} ÷ {counts[0]}, paired by run"], rows, text_columns=1) + extra
             + f"\n\n{c['runs']} runs of {c['events']:,} credits{events_of_text(c)} per variant and count on "
             f"{c['partitions']} partitions, batches of {c.get('batch', 500)}, every variant and count interleaved "

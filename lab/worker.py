@@ -211,27 +211,58 @@ def make_apply_batch(work_ms: float, stall: Stall):
     return apply_batch
 
 
+def self_cost(backend_pids: set[int]):
+    """For a worker that times itself (raw, db): a function that takes a CPU snapshot of this
+    process, these Postgres backends, the rest of Postgres and the broker (lab.cpu), or None
+    where this checkout did not start the services (their pids unknown: no CPU is reported)."""
+    from lab import cpu, stack
+
+    postmaster, broker = stack.postgres_pid(), stack.kafka_pid()
+    if postmaster is None or broker is None:
+        return None
+    return lambda: cpu.Snapshot.take([os.getpid()], postmaster, backend_pids, broker)
+
+
+def cost_report(before, after, messages: int) -> dict:
+    """The CPU fields of a self-timed worker's report: what the throughput harness reads from
+    /proc for every other variant, here read by the worker itself around its own window."""
+    from lab import cpu
+
+    if before is None or after is None or messages < 1:
+        return {"cpu_us_per_msg": None, "cpu_window_msgs": None, "consumer_peak_rss_mib": None}
+    return {"cpu_us_per_msg": cpu.per_message(before, after, messages), "cpu_window_msgs": messages,
+            "consumer_peak_rss_mib": cpu.peak_rss_mib(os.getpid())}
+
+
 def run_raw(topic: str, group: str, stop: threading.Event, expect: int, batch: int, overrides: dict) -> None:
-    """Read as fast as the client can, touching nothing; report once `expect` messages are in."""
+    """Read as fast as the client can, touching nothing; report once `expect` messages are in.
+    The clock and the CPU window open on the first message: the snapshot taken then is not
+    inside the timed gaps, and what follows it (`expect` - 1 messages) is what both divide."""
     consumer = Consumer({"bootstrap.servers": BROKERS, "group.id": group, "auto.offset.reset": "earliest",
                          "enable.auto.commit": False, **overrides})
+    snapshot = self_cost(set())
     consumer.subscribe([topic])
-    stamps = []
+    stamps, seen, before = [], 0, None
     try:
         while not stop.is_set():
             for msg in consumer.consume(batch, 0.1):
                 if not msg.error():
                     consume.checked_event_id(msg)  # the per-message decoding every variant does
                     consume.parse_event(msg.value())
+                    seen += 1
+                    if seen == 1 and snapshot:
+                        before = snapshot()
                     stamps.append(time.monotonic())
-            if expect and len(stamps) >= expect:
+            if expect and seen >= expect:
+                after = snapshot() if snapshot else None
                 gaps = sorted(b - a for a, b in zip(stamps, stamps[1:], strict=False))
                 seconds = stamps[-1] - stamps[0]
                 log.info(REPORT_LOG, json.dumps({
                     "messages": len(stamps), "first_to_last_s": round(seconds, 3),
                     "msgs_per_s": round((len(stamps) - 1) / seconds, 1) if seconds else None,
                     "gap_p50_ms": round(gaps[len(gaps) // 2] * 1000, 4),
-                    "gap_p99_ms": round(gaps[int(len(gaps) * 0.99)] * 1000, 4)}))
+                    "gap_p99_ms": round(gaps[int(len(gaps) * 0.99)] * 1000, 4),
+                    **cost_report(before, after, len(stamps) - 1)}))
                 expect = 0
     finally:
         consumer.close()
@@ -253,30 +284,43 @@ def run_db_ceiling(variant: str, count: int, batch: int, connections: int = 1, a
     for i in range(0, count, batch):
         batches.put(credits[i:i + batch])
     conns = [psycopg.connect(DSN, autocommit=True) for _ in range(connections)]
+    snapshot = self_cost({conn.info.backend_pid for conn in conns})
+
+    # /proc lists live threads only: each drain, once the queue is empty, stays alive until the
+    # CPU after the last batch is read, or its CPU would leave the window with it.
+    drained, read = threading.Barrier(connections + 1), threading.Event()
 
     def drain(conn):
-        while True:
-            try:
-                chunk = batches.get_nowait()
-            except queue.Empty:
-                return
-            if variant == "db":
-                consume_pipelined.claim_and_credit(conn, dict(chunk))
-            else:
-                consume_batched.handle_batch(conn, chunk)
+        try:
+            while True:
+                try:
+                    chunk = batches.get_nowait()
+                except queue.Empty:
+                    return
+                if variant == "db":
+                    consume_pipelined.claim_and_credit(conn, dict(chunk))
+                else:
+                    consume_batched.handle_batch(conn, chunk)
+        finally:
+            drained.wait()
+            read.wait()
 
     threads = [threading.Thread(target=drain, args=(conn,)) for conn in conns]
+    before = snapshot() if snapshot else None
     started = time.monotonic()
     for thread in threads:
         thread.start()
+    drained.wait()
+    seconds = time.monotonic() - started
+    after = snapshot() if snapshot else None
+    read.set()
     for thread in threads:
         thread.join()
-    seconds = time.monotonic() - started
     for conn in conns:
         conn.close()
     log.info(REPORT_LOG, json.dumps({"messages": count, "first_to_last_s": round(seconds, 3),
                                      "msgs_per_s": round(count / seconds, 1), "batch": batch,
-                                     "connections": connections}))
+                                     "connections": connections, **cost_report(before, after, count)}))
 
 
 def run_auto_commit(topic: str, group: str, apply, stop: threading.Event, batch: int | None, overrides: dict) -> None:

@@ -42,6 +42,13 @@ def test_a_chart_knows_when_its_results_changed(tmp_path, monkeypatch):
     assert charts.stale() == ["external.png (out of date)"]
 
 
+def test_a_chart_is_out_of_date_when_a_helper_it_draws_with_changes():
+    # saturation draws its panels with latency's code: a change there must redraw it too
+    functions, constants = charts.drawn_by(charts.saturation)
+    assert {"saturation", "latency", "tidy"} <= {f.__name__ for f in functions} and charts.kill not in functions
+    assert "BLUE" in constants  # a colour changed is a chart changed
+
+
 def test_a_section_names_the_code_its_runs_came_from_and_flags_what_changed_since():
     before_the_move = {"harness": "measure_kill", "runs": [{"commit": "98bf50c", "dirty": False}]}
     said = report.measured_by(before_the_move)
@@ -67,6 +74,26 @@ def test_cpu_per_message_is_a_table_of_its_own_only_when_runs_recorded_it():
     table = report.cpu_table(doc)
     assert table.count("\n| ") == 1 and "| c: inbox + commit after the DB | 5 | 2.0 |" in table and "raw:" not in table
     assert report.cpu_table({"summary": {"variants": {"raw": {"runs": 5, "msgs_per_s": stat}}}}) == ""
+
+
+def test_a_sweep_name_reads_as_words():
+    assert report.named("p:3").endswith("one statement per batch, 3 consumers")
+    assert report.named("p@2, 10,000 accounts").endswith(", 2 connections, 10,000 accounts")
+    assert report.named("d@50").endswith(", 50 messages a batch") and report.named("k@16").endswith(", 16 lanes")
+    assert report.named("d@1").endswith(", 1 message a batch") and report.named("c:1").endswith(", 1 consumer")
+
+
+def test_the_growing_inbox_shows_cpu_from_its_runs_or_dashes():
+    run = {"cpu_us_per_msg": {"consumer_python": 10.0, "consumer_librdkafka": 1.0, "postgres_backends": 20.0,
+                              "total": 33.0}, "consumer_peak_rss_mib": 90.4}
+    assert report.cpu_of_runs([run, dict(run, consumer_peak_rss_mib=90.0)]) == ("11.0", "20.0", "33.0", "90")
+    assert report.cpu_of_runs([run, {}]) == ("–",) * 4
+
+
+def test_cores_busy_is_cpu_per_message_times_the_rate():
+    # 25 µs a message at 40,000 a second keeps one core busy
+    stats = {"cpu_us_per_msg": {"total": {"median": 25.0}}, "msgs_per_s": {"median": 40_000.0}}
+    assert report.cores_busy(stats) == "1.00"
 
 
 def test_a_figure_depends_on_the_measuring_modules_its_script_imports():
@@ -120,6 +147,17 @@ def test_a_sentence_the_results_no_longer_bear_out_fails_the_check():
     # a claim over no run at all fails: "every run" of nothing would hold whatever happened
     [vacuous] = claims.failing([(page, sentence, lambda: all(r["duplicates"] > 0 for r in claims.runs(
         "kill-frameworks.json", variant="no-such-variant")))])
+    assert "holds over nothing" in vacuous
+
+
+def test_a_claim_over_runs_that_landed_no_fault_holds_over_nothing(monkeypatch):
+    # M7a's first file planted crashes at a point e and f never pass: ten runs, no fault, all "exact"
+    doc = {"runs": [{"variant": "f", "point": "acked", "faults": 0, "duplicates": 0},
+                    {"variant": "f", "point": "kill", "faults": 20, "duplicates": 0}]}
+    monkeypatch.setattr(claims, "document", lambda name: doc)
+    assert len(claims.landed("eos.json", point="kill")) == 1
+    [vacuous] = claims.failing([("docs/eos.md", "A crash right", lambda: all(
+        r["duplicates"] == 0 for r in claims.landed("eos.json", point="acked")))])
     assert "holds over nothing" in vacuous
 
 

@@ -17,18 +17,26 @@ pytestmark = pytest.mark.xdist_group("shared")  # the measurement lock, the kept
 
 @pytest.mark.slow
 @pytest.mark.usefixtures("services")
-@pytest.mark.parametrize("variant", ["a2", "c", "p", "p-bare", "db"])
+@pytest.mark.parametrize("variant", ["a2", "c", "p", "p-bare", "db", "raw"])
 def test_throughput_run_times_every_credit_once(variant):
-    record = measure_throughput.run_once(variant, 1, {"events": 300, "partitions": 2})
+    # db: enough credits that its backend's CPU spans several 10 ms ticks (~25 µs a credit)
+    record = measure_throughput.run_once(variant, 1, {"events": 4000 if variant == "db" else 300, "partitions": 2})
     assert record["msgs_per_s"] > 0
-    if variant == "db":  # no Kafka, no ledger to check: it times itself (and its CPU is not read)
-        assert record["cpu_us_per_msg"] is None
+    if variant == "db":  # no Kafka, no ledger to check: it times itself, and reads its own CPU
+        assert set(record["cpu_us_per_msg"]) >= {"consumer_python", "postgres_backends", "broker", "total"}
+        assert record["cpu_us_per_msg"]["postgres_backends"] > 0 and record["cpu_window_msgs"] == 4000
+        assert record["cpu_us_per_msg"]["consumer_python"] > 0, "the drain threads' CPU, read before they end"
+        assert record["consumer_peak_rss_mib"] > 0
         return
     # CPU per message for each kind of process: recorded, never compared with a figure (a
     # batch variant may have applied all 300 by its first credit's report: nothing left to divide;
     # and the first credit may not be committed yet when the harness counts: a window of all 300)
     cost, window = record["cpu_us_per_msg"], record["cpu_window_msgs"]
     assert record["consumer_peak_rss_mib"] > 0 and 0 <= window <= 300
+    if variant == "raw":  # it times itself from its first message: the 299 after it, no ledger
+        # (a few ms of 10 ms ticks: no kind's figure need be above 0; none is read for its backends)
+        assert window == 299 and cost["postgres_backends"] == 0 and set(cost) >= {"consumer_librdkafka", "total"}
+        return
     if cost is None:
         assert window == 0
         return
