@@ -22,12 +22,9 @@ CONFIG = {"events": 400, "partitions": 6, "work_ms": 10, "faults": 1, "every_s":
           "batch": 50, "seed": 1, "forgotten": 0.0, "delete_group": True}
 # pause-consumer lands while a consumer is stalled inside a credit's transaction (1 s on every
 # 50th event's first handling), so that the pause holds the inbox row's lock: by construction.
-# The fault waits for a stall that starts after it is due (1-3 s in): with a stall only every
-# 100th event, a clean clone's suite once had all four behind it, or the last under way, and
-# the wait timed out; eight leave stalls to come.
 # The pause outlasts the session timeout by enough for the other consumer to be given the
 # partition and reach the held row while the paused one still stands.
-PAUSED_IN_A_TRANSACTION = {**CONFIG, "in_handler": 50, "in_handler_s": 1, "pause_s": 7,
+PAUSED_IN_A_TRANSACTION = {**CONFIG, "in_handler": 100, "in_handler_s": 1, "pause_s": 7,
                            "session_timeout_ms": 2000}
 
 
