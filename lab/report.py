@@ -760,7 +760,7 @@ def cpu_table(doc: dict) -> str:
             f"{self_timed_cpu(doc)}\n\n")
 
 
-def cpu_of_runs(mine: list[dict]) -> tuple[str, str]:
+def cpu_of_runs(mine: list[dict]) -> tuple[str, ...]:
     """Table cells for runs whose file summarised no CPU (the growing inbox): the medians of
     the consumer's CPU per message (Python and librdkafka), the Postgres backends' and all
     processes', and of the consumer's peak RSS; dashes if any run did not record them."""
