@@ -21,11 +21,16 @@ CONFIG = {"events": 400, "partitions": 6, "work_ms": 10, "faults": 1, "every_s":
           "stop_deadline_s": 30, "idle_tx_timeout_ms": 0, "session_timeout_ms": 3000, "max_poll_interval_ms": 5000,
           "batch": 50, "seed": 1, "forgotten": 0.0, "delete_group": True}
 # pause-consumer lands while a consumer is stalled inside a credit's transaction (1 s on every
-# 50th event's first handling), so that the pause holds the inbox row's lock: by construction.
+# 100th event's first handling), so that the pause holds the inbox row's lock: by construction.
+# The fault comes due early (every_s: 0.25-0.75 s after both consumers applied a credit), when a
+# consumer can have begun one stall at most, so stalls are still to come for the fault to wait
+# for: with every_s 2 all four had sometimes begun, and the fault waited for a fifth in vain.
 # The pause outlasts the session timeout by enough for the other consumer to be given the
-# partition and reach the held row while the paused one still stands.
-PAUSED_IN_A_TRANSACTION = {**CONFIG, "in_handler": 100, "in_handler_s": 1, "pause_s": 7,
-                           "session_timeout_ms": 2000}
+# partition and reach the held row while the paused one still stands: an early fault leaves it
+# most of the 400 credits to work through first (up to ~3 s, and its own stalls), so 12 s, where
+# 7 s sometimes ended before it got there.
+PAUSED_IN_A_TRANSACTION = {**CONFIG, "in_handler": 100, "in_handler_s": 1, "pause_s": 12,
+                           "session_timeout_ms": 2000, "every_s": 0.5}
 
 
 def run(fault: str, variant: str, config: dict = CONFIG) -> dict:
@@ -79,7 +84,7 @@ def test_an_idle_in_transaction_timeout_ends_the_paused_transaction_and_loses_no
 
 # pause-postgres: the server process of a consumer stalled inside its transaction is stopped
 # for longer than max.poll.interval.ms, so the consumer, hung in its next statement, leaves the group
-PAUSED_SERVER = {**PAUSED_IN_A_TRANSACTION, "pause_s": 7, "max_poll_interval_ms": 3000}
+PAUSED_SERVER = {**PAUSED_IN_A_TRANSACTION, "max_poll_interval_ms": 3000}
 
 
 def test_a_paused_server_process_keeps_its_rows_and_the_new_owner_skips_its_work():
