@@ -31,7 +31,7 @@ from psycopg import sql
 from psycopg.conninfo import make_conninfo
 
 import consume
-from lab import checker, more_variants, results
+from lab import checker, more_variants, provenance, results
 from lab import worker as worker_script
 from lab.publishing import publish_acknowledged
 from lab.settings import ADMIN_DSN, BROKERS, DSN, PROVIDER_DSN, PUBLISHER_DSN, RESULTS, ROOT
@@ -591,6 +591,8 @@ class Worker:
         for line in self.proc.stdout:
             if self._log:
                 self._log.write(line)
+            if provenance.heard(line):  # a file it loaded, for the run's record; nothing to count
+                continue
             with self._lock:
                 self.tail.append(line.rstrip())
                 if FIRST_EFFECT.search(line):

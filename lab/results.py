@@ -17,6 +17,7 @@ import sys
 import time
 from pathlib import Path
 
+from lab import provenance
 from lab.settings import DSN, RESULTS, ROOT
 
 # Where a reader's own runs go by default: beside the committed files, never over them (gitignored).
@@ -186,7 +187,9 @@ class ResultsFile:
         return any(all(r.get(k) == v for k, v in fields.items()) for r in self.runs)
 
     def add(self, record: dict, summarise) -> None:
-        self.runs.append({**record, **self.code})
+        """Record a run, with the code it ran: the commit, and every file of the checkout that
+        this process and the run's workers loaded (lab.provenance), with its hash."""
+        self.runs.append({**record, **self.code, "loaded": provenance.loaded()})
         self.document["summary"] = summarise(self.runs)
         write_results(self.path, self.document)
 
@@ -374,6 +377,7 @@ def drive(name: str, out, config: dict, plan, run_once, summarise, table, verdic
     global _progress
     if DRY_RUN:
         dry_run(name, Path(out), config)
+    provenance.watch()
     plan = [dict(fields) for fields in plan]
     blocks = {}
     for fields in plan:
@@ -394,6 +398,7 @@ def drive(name: str, out, config: dict, plan, run_once, summarise, table, verdic
                         continue
                     progress(f"{' '.join(map(str, fields.values()))} run {run} of {config['runs']}")
                     started = time.monotonic()
+                    provenance.begin_run()
                     record = run_once(**fields, run=run, config={**config, **(options or {})})
                     results.add({**record, "duration_s": round(time.monotonic() - started, 1)}, summarise)
                     _progress.out(verdict_line(record))

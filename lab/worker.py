@@ -58,7 +58,7 @@ import psycopg
 from confluent_kafka import Consumer
 
 import consume
-from lab import cli, more_variants
+from lab import cli, more_variants, provenance
 from lab.settings import BROKERS, DSN
 from publish import ensure_topic, make_producer
 from variants import common, consume_batched, consume_parallel, consume_pipelined
@@ -682,4 +682,5 @@ def parse_args(argv=None):
 
 
 if __name__ == "__main__":
+    provenance.watch(emit=provenance.print_line)  # each file it runs, said as it loads (harness.Worker reads)
     main(parse_args())

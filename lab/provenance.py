@@ -1,0 +1,150 @@
+"""What a run loaded: the content hash of every file of this repository it read.
+
+Claim: a figure can only have been moved by code that ran, so a run records every file of
+the checkout that its processes opened (each module Python imported, every .sql it read),
+with a hash of its content; a results section is stale exactly when one of those files
+differs now. No analysis of what a change could reach: what was loaded is what counts.
+
+How: an audit hook (sys.addaudithook) sees every file a process opens, including the
+compiled module caches Python imports from (__pycache__/NAME.cpython-3XX.pyc, recorded as
+NAME.py, the source it was compiled from). watch() installs it once and first records the
+modules imported before it. A worker prints each new file as one LOADED_LOG line the moment
+it is opened (so a SIGKILLed worker has told what it ran); the harness that reads its log
+hands them to heard(), and the run's record is this process's files and the workers'.
+"""
+import hashlib
+import re
+import sys
+import threading
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+KINDS = (".py", ".sql")  # code and the SQL it runs; prose, results and caches are not code
+NOT_CODE = ("results", "docs")  # folders of the checkout whose files never move a figure
+LOADED_LOG = "provenance: loaded %s %s"  # path (from the checkout's root), content hash
+LOADED = re.compile(r"provenance: loaded (\S+) ([0-9a-f]{12}|gone)\s*$")
+CACHED = re.compile(r"^(.*)/__pycache__/([^/.]+)\.[^/]+\.pyc$")
+
+_mine: dict[str, str] = {}  # this process's files
+_heard: dict[str, str] = {}  # the current run's workers' files
+_lock = threading.Lock()
+_state = threading.local()  # set while the hook itself opens a file to hash it
+_emit = None
+
+
+def repo_path(path) -> str | None:
+    """`path` as a file of the checkout (relative, the source for a module cache), or None
+    for anything else: the venvs, caches and any hidden folder, results and prose."""
+    try:
+        text = str(Path(path).absolute()) if not isinstance(path, int) else None
+    except (TypeError, ValueError):
+        return None
+    if text is None:
+        return None
+    if cached := CACHED.match(text):
+        text = f"{cached.group(1)}/{cached.group(2)}.py"
+    try:
+        relative = Path(text).relative_to(ROOT)
+    except ValueError:
+        return None
+    parts = relative.parts
+    if not parts or any(part.startswith(".") for part in parts) or parts[0] in NOT_CODE:
+        return None
+    return relative.as_posix() if relative.suffix in KINDS else None
+
+
+def digest(relative: str, root: Path = ROOT) -> str:
+    """The first 12 hex digits of the file's SHA-256, or "gone" if it is not there."""
+    try:
+        return hashlib.sha256((root / relative).read_bytes()).hexdigest()[:12]
+    except OSError:
+        return "gone"
+
+
+def note(path) -> None:
+    """Record a file this process loaded (and tell the harness, in a worker)."""
+    relative = repo_path(path)
+    if relative is None or relative in _mine:
+        return
+    _state.busy = True
+    try:
+        hashed = digest(relative)
+    finally:
+        _state.busy = False
+    with _lock:
+        if relative in _mine:
+            return
+        _mine[relative] = hashed
+    if _emit is not None:
+        _emit(relative, hashed)
+
+
+ROOT_TEXT = str(ROOT)
+
+
+def _hook(event: str, args: tuple) -> None:
+    if event != "open" or not args or getattr(_state, "busy", False) or not isinstance(args[0], (str, Path)):
+        return
+    text = str(args[0])
+    if text.startswith("/") and not text.startswith(ROOT_TEXT):  # the common case, decided cheaply
+        return
+    note(text)
+
+
+def print_line(relative: str, hashed: str) -> None:
+    print(LOADED_LOG % (relative, hashed), file=sys.stderr, flush=True)
+
+
+def watch(emit=None) -> None:
+    """Start recording (once a process; later calls only set `emit`): the modules already
+    imported now, every file opened from here on. `emit(path, hash)` hears each new file."""
+    global _emit
+    first = not getattr(watch, "installed", False)
+    if first:
+        watch.installed = True
+        sys.addaudithook(_hook)
+    for module in list(sys.modules.values()):
+        note(getattr(module, "__file__", None) or "")
+    if emit is not None and _emit is None:
+        _emit = emit
+        for relative, hashed in sorted(loaded().items()):
+            emit(relative, hashed)  # what it loaded before it was told where to say so
+
+
+def heard(line: str) -> bool:
+    """Take one line of a worker's log: if it says the worker loaded a file, add it to the
+    run's record and return True."""
+    found = LOADED.search(line)
+    if found is None:
+        return False
+    with _lock:
+        previous = _heard.setdefault(found.group(1), found.group(2))
+        if previous != found.group(2):  # edited while the run ran: neither version alone made it
+            _heard[found.group(1)] = "mixed"
+    return True
+
+
+def begin_run() -> None:
+    """A new run: forget what the last run's workers loaded (this process's files stay)."""
+    with _lock:
+        _heard.clear()
+
+
+def workers_loaded() -> dict[str, str]:
+    """What the current run's workers said they loaded."""
+    with _lock:
+        return dict(sorted(_heard.items()))
+
+
+def loaded() -> dict[str, str]:
+    """This process's files and the current run's workers', path -> hash, sorted by path."""
+    with _lock:
+        merged = dict(_heard)
+        for relative, hashed in _mine.items():
+            merged[relative] = hashed if merged.get(relative, hashed) == hashed else "mixed"
+    return dict(sorted(merged.items()))
+
+
+def changed_since(recorded: dict[str, str], root: Path = ROOT) -> list[str]:
+    """The recorded files whose content differs now (or that are gone), sorted."""
+    return sorted(path for path, hashed in recorded.items() if digest(path, root) != hashed)
