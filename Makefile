@@ -183,5 +183,8 @@ measure-cluster: up-replicated
 	  $(PY) -m measurements.measure_cluster $(FORCE) --fault leader-kill --variant b,c --acks 1 --runs 5 --events 2000 \
 	  --rate 100 --out results/cluster-acks1.json
 
+# Style, and the import rule (pyproject.toml: ruff's TID rules for the post's files,
+# import-linter's contracts for the packages); CI runs it first.
 lint: setup
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/lint-imports

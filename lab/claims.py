@@ -14,6 +14,7 @@ missing in the generated section beside it).
 import json
 import statistics
 
+from lab import results
 from lab.settings import RESULTS, ROOT
 
 
@@ -66,9 +67,8 @@ def nonempty(rows: list[dict]) -> list[dict]:
 
 def report_pair(top: str, bottom: str, field: str) -> dict:
     """throughput-bare.json's runs of `top` against `bottom`, paired by run ("cpu": all processes)."""
-    from lab import report
     value = (lambda r: (r.get("cpu_us_per_msg") or {}).get("total")) if field == "cpu" else (lambda r: r[field])
-    paired = report.paired_by_run(document("throughput-bare.json"), top, bottom, value)
+    paired = results.paired_by_run(document("throughput-bare.json"), top, bottom, value)
     if paired is None:
         raise Vacuous(f"no run of {top} pairs with one of {bottom}")
     return paired
@@ -147,8 +147,7 @@ def cpu(name: str, variant: str, kind: str = "total") -> float:
 
 def cores(name: str, variant: str) -> float:
     """The cores a variant's processes kept busy, as the report's CPU tables give it."""
-    from lab import report
-    return float(report.cores_busy(summarised(name, variant, "cpu_us_per_msg")))
+    return round(results.cores_busy(summarised(name, variant, "cpu_us_per_msg")), 2)
 
 
 def profile_share(name: str, part: str) -> float:

@@ -3,16 +3,17 @@ import argparse
 
 from variants.common import Parser, at_least  # noqa: F401  (one parser for variants and lab alike)
 
+DRY_RUN = False  # set by a measurement's --dry-run, read by results.drive
+
 
 class MeasurementParser(Parser):
     """A measurement's parser: --dry-run reaches results.drive, which then only compares configs
     (tests/test_reproduce.py runs every documented command so)."""
 
     def parse_args(self, *args, **kwargs):
+        global DRY_RUN
         parsed = super().parse_args(*args, **kwargs)
-        from lab import results
-
-        results.DRY_RUN = parsed.dry_run
+        DRY_RUN = parsed.dry_run
         return parsed
 
 

@@ -18,7 +18,6 @@ event_id, event)` is M2's stall, for a variant that does not credit through `app
 """
 import importlib
 import sys
-import threading
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -83,13 +82,5 @@ def python_for(variant: str) -> str:
 
 
 def run(args, stop, **hooks) -> None:
-    from lab import worker  # the line the harness waits on is worker.py's, printed once
-
-    first = threading.Event()
-
-    def first_effect(event_id: str) -> None:
-        if not first.is_set():
-            first.set()
-            worker.log.info(worker.FIRST_EFFECT_LOG, event_id)
-
-    importlib.import_module(VARIANTS[args.variant][0]).run_worker(args, stop, first_effect=first_effect, **hooks)
+    """The variant's run_worker, with worker.py's hooks (first_effect among them)."""
+    importlib.import_module(VARIANTS[args.variant][0]).run_worker(args, stop, **hooks)

@@ -277,7 +277,7 @@ def cpu_of_runs(mine: list[dict]) -> tuple[str, ...]:
 
 def cores_busy(stats: dict) -> str:
     """The cores a variant's processes kept busy: CPU per message times messages per second (medians)."""
-    return f"{stats['cpu_us_per_msg']['total']['median'] * stats['msgs_per_s']['median'] / 1e6:.2f}"
+    return f"{results.cores_busy(stats):.2f}"
 
 
 def self_timed_cpu(doc: dict) -> str:
@@ -716,21 +716,13 @@ BARE_COMMAND = ("python measure_throughput.py --variants p,p-bare --runs 5 --eve
                 "--out results/throughput-bare.json")
 
 
-def paired_by_run(doc: dict, top: str, bottom: str, value) -> dict | None:
-    """stats of value(run of top) / value(run of bottom), pairing runs by number; None if no pair."""
-    of = {(r["variant"], r["run"]): r for r in doc["runs"]}
-    ratios = [value(of[top, n]) / value(of[bottom, n]) for v, n in of if v == top and (bottom, n) in of
-              and value(of[top, n]) and value(of[bottom, n])]
-    return results.stats(ratios) if ratios else None
-
-
 def bare_section() -> str:
     """#31: the inbox's own cost at batch scale, p against p-bare (p's statement without the
     claim) in one invocation: the batch version of c against b."""
     doc = need("throughput-bare.json", BARE_COMMAND)
     c, stats = doc["config"], doc["summary"]["variants"]
-    rate = paired_by_run(doc, "p", "p-bare", lambda r: r["msgs_per_s"])
-    cpu = paired_by_run(doc, "p", "p-bare", lambda r: (r.get("cpu_us_per_msg") or {}).get("total"))
+    rate = results.paired_by_run(doc, "p", "p-bare", lambda r: r["msgs_per_s"])
+    cpu = results.paired_by_run(doc, "p", "p-bare", lambda r: (r.get("cpu_us_per_msg") or {}).get("total"))
     lines = []
     if rate:
         lines.append(f"- p/p-bare, msgs/s paired run by run: {spread(rate, 3)}; the inbox costs p "

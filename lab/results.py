@@ -17,7 +17,7 @@ import sys
 import time
 from pathlib import Path
 
-from lab import provenance
+from lab import cli, provenance
 from lab.settings import DSN, RESULTS, ROOT
 
 # Where a reader's own runs go by default: beside the committed files, never over them (gitignored).
@@ -110,6 +110,19 @@ def stats(values) -> dict:
     """Median, min and max: the spread every table shows."""
     values = list(values)
     return {"median": statistics.median(values), "min": min(values), "max": max(values)}
+
+
+def paired_by_run(doc: dict, top: str, bottom: str, value) -> dict | None:
+    """stats of value(run of top) / value(run of bottom), pairing runs by number; None if no pair."""
+    of = {(r["variant"], r["run"]): r for r in doc["runs"]}
+    ratios = [value(of[top, n]) / value(of[bottom, n]) for v, n in of if v == top and (bottom, n) in of
+              and value(of[top, n]) and value(of[bottom, n])]
+    return stats(ratios) if ratios else None
+
+
+def cores_busy(summary: dict) -> float:
+    """The cores a variant's processes kept busy: CPU per message times messages per second (medians)."""
+    return summary["cpu_us_per_msg"]["total"]["median"] * summary["msgs_per_s"]["median"] / 1e6
 
 
 def median_or_none(values, digits: int = 2) -> float | None:
@@ -340,9 +353,6 @@ def compare(document: dict, committed_path: Path | None, table, post_lines=None)
             print("\n".join(lines))
 
 
-DRY_RUN = False  # set by a measurement's --dry-run (cli.MeasurementParser)
-
-
 def dry_run(name: str, path: Path, config: dict):
     """--dry-run: compare the config this command would record with its file's, run nothing.
     Exits 0 when they match or there is no file yet, 1 (naming each difference) when not."""
@@ -375,7 +385,7 @@ def drive(name: str, out, config: dict, plan, run_once, summarise, table, verdic
     results file) and `post_lines(groups)` (the post's figures as lines) are printed beside
     the reader's figures at the end, and the committed run times give the estimate up front."""
     global _progress
-    if DRY_RUN:
+    if cli.DRY_RUN:
         dry_run(name, Path(out), config)
     provenance.watch()
     plan = [dict(fields) for fields in plan]

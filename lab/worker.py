@@ -586,7 +586,15 @@ def main(args) -> None:
         return
 
     if args.variant in more_variants.VARIANTS:  # the frameworks and the post's shortcuts
-        more_variants.run(args, stop, apply=apply, after_db_commit=after_db_commit, overrides=overrides, stall=stall)
+        first = threading.Event()
+
+        def first_effect(event_id: str) -> None:
+            if not first.is_set():
+                first.set()
+                log.info(FIRST_EFFECT_LOG, event_id)
+
+        more_variants.run(args, stop, apply=apply, after_db_commit=after_db_commit, overrides=overrides, stall=stall,
+                          first_effect=first_effect)
         return
 
     if args.variant == "k":
@@ -682,5 +690,6 @@ def parse_args(argv=None):
 
 
 if __name__ == "__main__":
+    arguments = parse_args()  # bad flags: one line, before anything else is said
     provenance.watch(emit=provenance.print_line)  # each file it runs, said as it loads (harness.Worker reads)
-    main(parse_args())
+    main(arguments)

@@ -1,5 +1,5 @@
 """The README's results tables are exactly what report.py makes of results/: no figure typed by hand."""
-from lab import charts, claims, report
+from lab import charts, claims, report, results
 from lab.provenance import digest
 
 
@@ -151,7 +151,7 @@ def test_ratios_pair_runs_by_their_number():
     doc = {"runs": [{"variant": "p", "run": 1, "x": 6}, {"variant": "p-bare", "run": 1, "x": 3},
                     {"variant": "p", "run": 2, "x": 4}, {"variant": "p-bare", "run": 2, "x": 4},
                     {"variant": "p", "run": 3, "x": 9}]}  # run 3 of p-bare missing: no pair
-    assert report.paired_by_run(doc, "p", "p-bare", lambda r: r["x"]) == {"median": 1.5, "min": 1.0, "max": 2.0}
-    assert report.paired_by_run(doc, "p", "q", lambda r: r["x"]) is None
+    assert results.paired_by_run(doc, "p", "p-bare", lambda r: r["x"]) == {"median": 1.5, "min": 1.0, "max": 2.0}
+    assert results.paired_by_run(doc, "p", "q", lambda r: r["x"]) is None
 
 
