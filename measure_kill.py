@@ -22,10 +22,10 @@ that); each run has its own schema, topic and group.
 import sys
 import time
 
-from lab import cli, harness, more_variants, nemesis, results
+from lab import cli, harness, nemesis, registry, results
 
-POST_VARIANTS = ("a1", "a2", "b", "c")  # the post's table: what --variant all runs
-VARIANTS = (*POST_VARIANTS, "d", "k", "o", "p", *more_variants.VARIANTS)  # and the frameworks (M9)
+POST_VARIANTS = registry.names(group="post")  # the post's table (a1, a2, b, c): what --variant all runs
+VARIANTS = registry.names(kind="consumer")  # any consumer in a group the registry declares (the frameworks: M9)
 
 
 def run_once(variant: str, run: int, config: dict) -> dict:
@@ -144,7 +144,8 @@ def post_lines(groups) -> list[str]:
 
 
 def main(args) -> int:
-    variants = {"all": POST_VARIANTS, "frameworks": more_variants.FRAMEWORKS}.get(args.variant, (args.variant,))
+    variants = {"all": POST_VARIANTS, "frameworks": registry.names(group="frameworks")}.get(args.variant,
+                                                                                          (args.variant,))
     config = {"runs": args.runs, "kills": args.kills, "events": args.events, "partitions": args.partitions,
               "work_ms": args.work_ms, "life": list(args.life), "seed": args.seed,
               "session_timeout_ms": args.session_timeout_ms, "group_protocol": "classic",

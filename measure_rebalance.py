@@ -32,9 +32,11 @@ import collections
 import sys
 import time
 
-from lab import checker, cli, harness, more_variants, nemesis, results
+from lab import checker, cli, harness, nemesis, registry, results
 
-VARIANTS = ("b", "c", "d", "k", "o", "p", *more_variants.VARIANTS)  # and the frameworks (M9)
+# A zombie needs a consumer that commits by hand, after its handler: any the registry declares
+# (the frameworks: M9).
+VARIANTS = registry.names(kind="consumer", reads="crash_after")
 MAX_RESTARTS = 30  # a supervisor's patience: more than any run's stalls
 
 
@@ -173,7 +175,7 @@ def main(args) -> int:
         config["batch"] = args.batch
     if args.variant == "k":
         config["lanes"] = args.lanes
-    variants = more_variants.FRAMEWORKS if args.variant == "frameworks" else (args.variant,)
+    variants = registry.names(group="frameworks") if args.variant == "frameworks" else (args.variant,)
     results.drive("measure_rebalance", args.out, config, [{"variant": v} for v in variants], run_once, summarise, table,
                   verdict_line, args.force, committed=args.committed, post_lines=post_lines)
     return 0

@@ -38,13 +38,14 @@ import time
 
 import psycopg
 
-from lab import cli, cpu, harness, more_variants, results, stack
+from lab import cli, cpu, harness, registry, results, stack
 
-# p@N, db@N, db-d@N: N connections at once
-VARIANTS = ("a1", "a2", "b", "c", "d", "k", "o", "p", "p-lean-py", "p-lean-sql", "p-lean", "p-bare", "raw", "db",
-            "db-d", *(f"{v}@{n}" for v in ("p", "p-lean", "db", "db-d") for n in (1, 2, 3)), *more_variants.FRAMEWORKS)
-SELF_TIMED = ("raw", "db", "db-d")  # no ledger to time: the worker times itself and reports
-BATCHED = ("d", "p", "p-lean-py", "p-lean-sql", "p-lean", *SELF_TIMED)  # --batch applies to these
+# Every consumer and ceiling the registry declares; p@N, db@N, ...: N connections at once, for
+# those that take --connections.
+SELF_TIMED = registry.names(kind="self-timed")  # no ledger to time: the worker times itself and reports
+VARIANTS = (*registry.names(kind="consumer"), *SELF_TIMED,
+            *(f"{v}@{n}" for v in registry.names(reads="connections") for n in (1, 2, 3)))
+BATCHED = registry.names(reads="batch")  # --batch applies to these
 
 
 def base_of(name: str) -> str:
@@ -118,9 +119,12 @@ def run_once(variant: str, run: int, config: dict, id_type: str = "seq", inbox_r
     variant, _, consumers = name.partition(":")
     consumers = int(consumers or 1)
     variant, _, swept = variant.partition("@")
-    batch = int(swept) if swept and variant == "d" else config.get("batch", 500)
-    lanes = int(swept) if swept and variant == "k" else config.get("lanes", 16)
-    connections = int(swept) if swept and variant in ("p", "p-lean", "db", "db-d") else config.get("connections", 1)
+    # NAME@N sweeps the first of connections, lanes and batch that the variant takes (p@2, k@16, d@50)
+    reads = registry.get(variant).reads
+    swept_flag = next((flag for flag in ("connections", "lanes", "batch") if flag in reads), None) if swept else None
+    batch = int(swept) if swept_flag == "batch" else config.get("batch", 500)
+    lanes = int(swept) if swept_flag == "lanes" else config.get("lanes", 16)
+    connections = int(swept) if swept_flag == "connections" else config.get("connections", 1)
     events_count = config.get("events_of", {}).get(variant, config["events"])
     if inbox_rows:  # before the clock starts: the first fill of a size takes minutes
         harness.fill_inbox(id_type, inbox_rows)
@@ -140,7 +144,8 @@ def run_once(variant: str, run: int, config: dict, id_type: str = "seq", inbox_r
                                                       accounts=accounts or harness.ACCOUNTS))
         held = stack.enter_context(harness.kept_inbox(space, id_type)) if inbox_rows else 0
         settle_first = bool(config.get("consumers"))
-        if variant not in ("db", "db-d") and not settle_first:  # these read nothing from Kafka
+        # the ceilings that build their credits in memory (they need --expect) read nothing from Kafka
+        if "expect" not in registry.get(variant).needs and not settle_first:
             harness.produce_events(space.topic, events)
         counters = server_counters(space.admin)
         workers = harness.start_workers(variant, space, f"throughput-{file_name}-r{run}", args, count=consumers)
@@ -188,9 +193,9 @@ def run_once(variant: str, run: int, config: dict, id_type: str = "seq", inbox_r
             record["accounts"] = accounts
         if variant in BATCHED:
             record["batch"] = batch
-        if variant == "k":
+        if "lanes" in reads:
             record["lanes"] = lanes
-        if variant in ("p", "p-lean", "db", "db-d"):
+        if "connections" in reads:
             record["connections"] = connections
         if variant in SELF_TIMED:
             record.update({k: report.get(k) for k in ("msgs_per_s", "first_to_last_s", "gap_p50_ms", "gap_p99_ms",

@@ -31,7 +31,7 @@ from psycopg import sql
 from psycopg.conninfo import make_conninfo
 
 import consume
-from lab import checker, more_variants, provenance, results
+from lab import checker, provenance, registry, results
 from lab import worker as worker_script
 from lab.publishing import publish_acknowledged
 from lab.settings import ADMIN_DSN, BROKERS, DSN, PROVIDER_DSN, PUBLISHER_DSN, RESULTS, ROOT
@@ -569,9 +569,9 @@ class Worker:
         """`prefix` runs the worker through another command, e.g. `ip netns exec NS`
         (which execs it, so the pid, and a kill, are the worker's own)."""
         env = dict(os.environ, CONSUMER_DSN=dsn, PYTHONUNBUFFERED="1")
-        more_variants.prepare(variant, dsn)  # a framework's or a shortcut's own schema needs
+        registry.prepare(variant, dsn)  # what the variant's declaration asks of the schema
         self.proc = subprocess.Popen(
-            [*prefix, more_variants.python_for(variant), "-m", "lab.worker", "--variant", variant, "--topic", topic,
+            [*prefix, registry.python_for(variant), "-m", "lab.worker", "--variant", variant, "--topic", topic,
              "--group", group, *map(str, args)],
             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, cwd=ROOT,
         )
@@ -671,24 +671,11 @@ class Worker:
             return "\n".join(self.tail)
 
 
-# config key -> worker.py flag, and the variants the flag means something to (None: all of them)
-WORKER_FLAGS = {
-    "work_ms": ("--work-ms", None),
-    "session_timeout_ms": ("--session-timeout-ms", None),
-    "heartbeat_interval_ms": ("--heartbeat-interval-ms", None),
-    "max_poll_interval_ms": ("--max-poll-interval-ms", None),
-    "group_protocol": ("--group-protocol", None),
-    "slow_every": ("--slow-every", None),
-    "slow_seconds": ("--slow-seconds", None),
-    "batch": ("--batch", {"d", "p", "p-lean-py", "p-lean-sql", "p-lean", "raw", "db", "db-d"}),
-    "lanes": ("--lanes", {"k"}),
-    "connections": ("--connections", {"p", "p-lean", "db", "db-d"}),
-    "every": ("--every", {"e", "f"}),
-    "window": ("--window", {"k"}),
-    "policy": ("--policy", {"ext"}),
-    "lease_s": ("--lease-s", {"ext"}),
-    "crash_after": ("--crash-after", {"b", "c", "d", "k", "o", "p", *more_variants.VARIANTS}),  # a planted crash
-}
+# The config keys a harness may set that become worker.py flags (work_ms -> --work-ms), in the
+# order they are passed: each variant gets those every worker takes and those its declaration
+# reads (lab/registry.py).
+WORKER_FLAGS = (*registry.COMMON, "batch", "lanes", "connections", "every", "window", "policy", "lease_s",
+                "crash_after")
 
 
 def start_workers(variant: str, space: RunSpace, log_name: str, args: tuple, count: int = 1,
@@ -708,12 +695,13 @@ def start_workers(variant: str, space: RunSpace, log_name: str, args: tuple, cou
 
 def worker_args(variant: str, config: dict, provider_url: str | None = None) -> tuple:
     """The worker.py flags for `variant` from a harness's config: each key that the variant
-    understands and the config sets (not None, not 0)."""
+    takes and the config sets (not None, not 0)."""
+    declared = registry.get(variant)
     args = []
-    for key, (flag, only) in WORKER_FLAGS.items():
-        if config.get(key) and (only is None or variant in only):
-            args += [flag, config[key]]
-    if provider_url and variant in ("ext", "outbox", "relay"):
+    for key in WORKER_FLAGS:
+        if config.get(key) and declared.takes(key):
+            args += ["--" + key.replace("_", "-"), config[key]]
+    if provider_url and "provider_url" in declared.reads:
         args += ["--provider-url", provider_url]
     return tuple(args)
 

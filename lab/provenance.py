@@ -12,6 +12,7 @@ modules imported before it. A worker prints each new file as one LOADED_LOG line
 it is opened (so a SIGKILLed worker has told what it ran); the harness that reads its log
 hands them to heard(), and the run's record is this process's files and the workers'.
 """
+import contextlib
 import hashlib
 import re
 import sys
@@ -59,6 +60,18 @@ def digest(relative: str, root: Path = ROOT) -> str:
         return hashlib.sha256((root / relative).read_bytes()).hexdigest()[:12]
     except OSError:
         return "gone"
+
+
+@contextlib.contextmanager
+def unrecorded():
+    """Open files inside the block without recording them: for reading what is not run (the
+    registry reads every variant's declaration as text, lab/registry.py)."""
+    before = getattr(_state, "busy", False)
+    _state.busy = True
+    try:
+        yield
+    finally:
+        _state.busy = before
 
 
 def note(path) -> None:

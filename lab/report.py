@@ -15,39 +15,13 @@ import statistics
 import subprocess
 import sys
 
-from lab import charts, claims, cli, results
+from lab import charts, claims, cli, registry, results
 from lab.provenance import digest
 from lab.settings import RESULTS, ROOT
 
 README = ROOT / "README.md"
-VARIANT_NAMES = {
-    "a1": "a1: auto-commit, poll()",
-    "a2": "a2: auto-commit, 100-message batches",
-    "b": "b: commit after the DB, no inbox",
-    "c": "c: inbox + commit after the DB",
-    "d": "d: batched inbox, one transaction per batch",
-    "raw": "raw: the client alone, no DB, no commits",
-    "external": "external: an HTTP charge, keys honoured",  # the race's; M5 names its policies
-    "k": "k: per-key lanes, the contiguous watermark",
-    "e": "e: Kafka's exactly-once loop, credit without the inbox",
-    "f": "f: Kafka's exactly-once loop, credit through the inbox",
-    "o": "o: the inbox, with the offset in its transaction",
-    "p": "p: pipelined batched inbox, one statement per batch",
-    "p-lean-py": "p-lean-py: p, decoding by msgspec, fewer cycle collections",
-    "p-lean-sql": "p-lean-sql: and the join once, rows back only for what was not applied",
-    "p-lean": "p-lean: and the ledger without its foreign key",
-    "p-bare": "p-bare: p's statement without the claim (no inbox)",
-    "db": "db: p's statement alone, batches built in memory",
-    "db-d": "db-d: d's statements alone, batches built in memory",
-    "offset-dedup": "offset-dedup: the inbox keyed on topic, partition and offset",
-    "upsert": "upsert: the account's state set by key, no inbox",
-    "versioned": "versioned: the same upsert, only if the event is newer",
-    "fs-default": "fs-default: FastStream, its defaults (ACK_FIRST: auto-commit)",
-    "fs-ack": "fs-ack: FastStream, AckPolicy.ACK (commit after the handler)",
-    "fs-inbox": "fs-inbox: FastStream, AckPolicy.ACK, handle_once in the handler",
-    "qx-eos": "qx-eos: Quix Streams exactly-once, PostgreSQLSink's plain INSERT",
-    "qx-eos-keyed": "qx-eos-keyed: Quix Streams exactly-once, the sink's ON CONFLICT DO NOTHING on event_id",
-}
+VARIANT_NAMES = {**registry.labels(),  # each variant's own label, where it is declared
+                 "external": "external: an HTTP charge, keys honoured"}  # the race's; M5 names its policies
 # cluster.json: every fault and variant with acks=all (make measure-cluster); cluster-acks1.json: leader
 # kills under acks=1, the same harness and parameters otherwise
 CLUSTER_FILES = ("cluster.json", "cluster-acks1.json")

@@ -10,7 +10,7 @@ import pytest
 import consume
 from consume import credit_account, handle_once
 from lab import harness
-from lab.worker import apply_without_inbox
+from variants.common import apply_without_inbox
 
 EVENTS = [("evt-1", {"account_id": 1, "amount": 100}),
           ("evt-2", {"account_id": 1, "amount": 100}),

@@ -3,11 +3,11 @@ crash between the broker's acknowledgement and the outbox mark republishes its b
 on the real services; and the state checker on hand-made data."""
 import pytest
 
-from lab import more_variants
+from lab import registry
 from measurements import measure_publish
 from variants import shortcuts
 
-STATE_TABLE = more_variants.SETUP["upsert"]  # what the harness makes for these variants
+STATE_TABLE = registry.setup_sql("upsert")  # what the harness makes for these variants
 RELAY = {"events": 600, "partitions": 2, "seed": 1, "rate": 2000.0, "kills": 1, "life": [0.5, 0.5],
          "planted": 2, "batch": 500}
 

@@ -14,10 +14,16 @@ Assumptions: consume_pipelined.py's.
 """
 import contextlib
 import threading
-import time
 
 from consume import event_id_of
 from variants import consume_pipelined
+
+# What the lab runs of this file (lab/registry.py reads it without importing the module).
+VARIANTS = {
+    # never a consumer to run: the inbox's cost at batch scale, measured beside p
+    "p-bare": {"label": "p-bare: p's statement without the claim (no inbox)",
+               "reads": ["batch", "connections", "crash_after"]},
+}
 
 # p's statement less the claim: every credit for a known account is written.
 CREDIT_ONLY = """
@@ -75,21 +81,17 @@ def run_bare(topic: str, group: str, **options) -> None:
         consume_pipelined.run_pipelined(topic, group, **options)
 
 
-def run_worker(args, stop: threading.Event, *, apply, after_db_commit, overrides: dict, stall,
-               first_effect) -> None:
-    """lab/more_variants.py's entry point: p's loop with the bare statement."""
-
-    def work(events: dict) -> None:
-        for event_id, event in events.items():
-            stall.maybe(None, event_id, event)
-        if args.work_ms:
-            time.sleep(args.work_ms * len(events) / 1000)
+def run_worker(lab) -> None:
+    """The lab's entry point: p's loop with the bare statement with the handler's work before each statement; a
+    statement that applied something is the planted crash point."""
+    args = lab.args
 
     def after_statement(messages, outcome) -> None:
         if outcome["applied"]:
-            first_effect(event_id_of(messages[0]))
-            for msg in messages:
-                after_db_commit(msg, "applied")
+            lab.first_effect(event_id_of(messages[0]))
+            lab.committed([event_id_of(m) for m in messages])
 
-    run_bare(args.topic, args.group, batch=args.batch, connections=args.connections, work=work, stop=stop,
-             after_db_commit=after_statement, **overrides)
+    run_bare(args.topic, args.group, batch=args.batch, connections=args.connections,
+             work=lambda events: lab.work(events.items()), stop=lab.stop, after_db_commit=after_statement,
+             **lab.overrides)
+

@@ -30,6 +30,7 @@ from consume import (
     PoisonMessage,
     checked_event_id,
     dead_letter,
+    event_id_of,
     first_line,
     parse_event,
 )
@@ -38,6 +39,11 @@ from variants import common
 from variants.common import consuming
 
 log = logging.getLogger("consume")  # consume.py's logger: one stream for a harness to read
+
+# What the lab runs of this file (lab/registry.py reads it without importing the module).
+VARIANTS = {
+    "d": {"label": "d: batched inbox, one transaction per batch", "reads": ["batch", "crash_after"]},
+}
 
 
 def credit_accounts(conn: psycopg.Connection, credits: list[tuple[str, dict]]) -> None:
@@ -169,6 +175,21 @@ def run_batched(topic: str, group: str, apply_batch=credit_accounts, *, batch: i
             if after_db_commit is not None:
                 after_db_commit(messages, outcome)
             commit_batch(consumer, messages)
+
+
+def run_worker(lab) -> None:
+    """d, as the lab runs it: the handler's work for each batch, then the set-based credit;
+    a batch's DB commit is the planted crash point."""
+    args = lab.args
+
+    def apply_batch(conn, credits: list[tuple[str, dict]]) -> None:
+        lab.work(credits)
+        credit_accounts(conn, credits)
+        lab.first_effect(credits[0][0])
+
+    run_batched(args.topic, args.group, apply_batch, batch=args.batch, stop=lab.stop,
+                after_db_commit=lambda msgs, outcome: lab.committed(
+                    [event_id_of(m) for m in msgs] if outcome["applied"] else ()), **lab.overrides)
 
 
 def main() -> None:

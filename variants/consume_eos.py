@@ -51,6 +51,14 @@ from variants.common import Database, log_partitions
 
 log = logging.getLogger("consume")  # consume.py's logger: one stream for a harness to read
 
+# What the lab runs of this file (lab/registry.py reads it without importing the module).
+VARIANTS = {
+    "e": {"label": "e: Kafka's exactly-once loop, credit without the inbox", "kind": "eos", "reads": ["every"],
+          "crash_points": ["pg-committed", "kafka-committed"]},
+    "f": {"label": "f: Kafka's exactly-once loop, credit through the inbox", "kind": "eos", "reads": ["every"],
+          "crash_points": ["pg-committed", "kafka-committed"]},
+}
+
 ABORTED_LOG = "transaction aborted (%s): rewound to the committed offsets"  # counted by the harnesses
 TIMEOUT_S = 30.0
 
@@ -204,6 +212,32 @@ def run_eos(topic: str, group: str, apply, *, handle=None, every: int = 100, tra
     finally:
         db.close()
         consumer.close()
+
+
+def run_worker(lab) -> None:
+    """e and f, with their planted crash: at --crash-point, once for every --crash-every-th
+    event (by seq), the first time any process reaches that point with it."""
+    args = lab.args
+    chosen = lab.once_every(args.crash_every if args.crash_point else 0, "planted_crashes")
+
+    def crash_if_chosen(point, msgs):
+        for msg in msgs:
+            event_id = event_id_of(msg)
+            if event_id and chosen(event_id):
+                lab.crash_at(point, event_id)
+
+    after_db = after_kafka = None
+    if args.crash_point == "pg-committed":
+        def after_db(msg, outcome):
+            if outcome == "applied":
+                crash_if_chosen("pg-committed", [msg])
+    elif args.crash_point == "kafka-committed":
+        def after_kafka(msgs):
+            crash_if_chosen("kafka-committed", msgs)
+    handle = handle_once if args.variant == "f" else common.apply_without_inbox
+    run_eos(args.topic, args.group, lab.apply, handle=handle,
+            every=args.every, transactional_id=args.transactional_id, stop=lab.stop, after_db_commit=after_db,
+            after_kafka_commit=after_kafka, **lab.overrides)
 
 
 def main() -> None:

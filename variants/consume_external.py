@@ -46,6 +46,16 @@ from variants.provider import Client, ProviderError
 
 POLICIES = ("keys", "lookup", "retry", "skip")
 log = logging.getLogger("consume_external")
+
+# What the lab runs of this file (lab/registry.py reads it without importing the module).
+VARIANTS = {
+    "ext": {"label": "ext: an HTTP charge under a lease, then the inbox", "kind": "external",
+            "reads": ["policy", "lease_s", "provider_url"], "needs": ["provider_url"]},
+    "outbox": {"label": "outbox: the inbox transaction writes an outbox row; a relay makes the call",
+               "kind": "external", "reads": ["provider_url"]},
+    "relay": {"label": "relay: the outbox relay, calling provider.py with each row's key", "kind": "relay",
+              "reads": ["provider_url"], "needs": ["provider_url"]},
+}
 LEASE_TAKEN_OVER_LOG = "lease taken over before its mark-done: %s"  # counted by the harnesses
 REFUSED_LOG = "the provider refused the outbox row of %s: %s"  # the relay's dead letter
 
@@ -207,3 +217,43 @@ def run_relay(client: Client, dsn: str, stop, batch: int = 10, idle_s: float = 0
         while not stop.is_set():
             if relay_once(conn, client, batch, after_call) == 0:
                 stop.wait(idle_s)
+
+
+def run_worker(lab) -> None:
+    """ext, outbox and relay, as the lab runs them: the effect is a call to provider.py at
+    --provider-url, with planted crashes between the claim and the call and between the call
+    and the mark-done, once for every N-th event."""
+    import consume
+    from variants import common
+
+    args = lab.args
+    client = Client(args.provider_url) if args.provider_url else None
+    crash_after_call = lab.once_every(args.crash_after_call_every, "call_crashes")
+    crash_before_call = lab.once_every(args.crash_before_call_every, "precall_crashes")
+
+    def after_call(event_id):
+        lab.first_effect(event_id)
+        if crash_after_call(event_id):
+            lab.crash("crashing after the call for %s, before its mark-done", event_id)
+
+    def before_call(event_id):
+        if crash_before_call(event_id):
+            lab.crash("crashing after the claim of %s, before its call", event_id, before_effect=True)
+
+    if args.variant == "relay":
+        run_relay(client, consume.DSN, lab.stop, batch=10, after_call=after_call)
+        return
+    if args.variant == "outbox":
+        handle = handle_with_outbox
+    else:
+        def handle(conn, event_id, event, _apply=None):
+            return handle_external(conn, event_id, event, client=client, policy=args.policy, lease_s=args.lease_s,
+                                   before_call=before_call, after_call=after_call)
+
+    def after_db_commit(msg, outcome):
+        if args.variant == "outbox" and outcome == "applied":
+            lab.first_effect(consume.event_id_of(msg))
+
+    lab.supervised(lambda: consume.run(args.topic, args.group, handle=handle, stop=lab.stop,
+                                       rebalance_callbacks=common.partition_logging(),
+                                       after_db_commit=after_db_commit, **lab.overrides))

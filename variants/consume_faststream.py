@@ -37,6 +37,16 @@ from publish import ensure_topic, make_producer
 
 log = logging.getLogger("consume")
 
+# What the lab runs of this file (lab/registry.py reads it without importing the module).
+VARIANTS = {
+    "fs-default": {"label": "fs-default: FastStream, its defaults (ACK_FIRST: auto-commit)", "groups": ["frameworks"],
+                   "reads": ["crash_after"]},
+    "fs-ack": {"label": "fs-ack: FastStream, AckPolicy.ACK (commit after the handler)", "groups": ["frameworks"],
+               "reads": ["crash_after"]},
+    "fs-inbox": {"label": "fs-inbox: FastStream, AckPolicy.ACK, handle_once in the handler", "groups": ["frameworks"],
+                 "reads": ["crash_after"]},
+}
+
 HANDLER_FAILED_LOG = "handler raised on %s/%s/%s: %s"  # the framework acks (or not) after this, by its policy
 # FastStream's own logger, at WARNING: its INFO lines are one per message; its warnings and
 # errors, and librdkafka's (MAXPOLL: evicted, which M2 counts), which it forwards, stay.
@@ -110,10 +120,10 @@ def run(variant: str, topic: str, group: str, apply, *, stop: threading.Event, *
     asyncio.run(main())
 
 
-def run_worker(args, stop: threading.Event, *, apply, after_db_commit, overrides: dict, stall,
-               first_effect) -> None:
-    """lab/more_variants.py's entry point; `apply` stalls where M2 asks and says its first effect."""
+def run_worker(lab) -> None:
+    """The lab's entry point; `lab.apply` stalls where M2 asks and says its first effect."""
     from variants.common import partition_logging
 
-    run(args.variant, args.topic, args.group, apply, stop=stop, after_db_commit=after_db_commit,
-        rebalance_callbacks=partition_logging(), overrides=overrides)
+    run(lab.args.variant, lab.args.topic, lab.args.group, lab.apply, stop=lab.stop,
+        after_db_commit=lab.after_db_commit, rebalance_callbacks=partition_logging(), overrides=lab.overrides)
+

@@ -31,7 +31,6 @@ matter (and the lab's seq, for its stall); the others are not kept.
 import contextlib
 import gc
 import threading
-import time
 from typing import Annotated
 
 import msgspec
@@ -39,6 +38,17 @@ from confluent_kafka import Message
 
 from consume import MAX_EVENT_ID_BYTES, PoisonMessage, checked_event_id, event_id_of, parse_event
 from variants import consume_pipelined
+
+# What the lab runs of this file (lab/registry.py reads it without importing the module).
+VARIANTS = {
+    "p-lean-py": {"label": "p-lean-py: p, decoding by msgspec, fewer cycle collections", "groups": ["lean"],
+                  "reads": ["batch", "crash_after"]},
+    "p-lean-sql": {"label": "p-lean-sql: and the join once, rows back only for what was not applied",
+                   "groups": ["lean"], "reads": ["batch", "crash_after"]},
+    # the statement already guarantees what the ledger's foreign key checked
+    "p-lean": {"label": "p-lean: and the ledger without its foreign key", "groups": ["lean"],
+               "reads": ["batch", "connections", "crash_after"], "setup": "LEDGER_WITHOUT_FOREIGN_KEY"},
+}
 
 # Run once by the schema's owner (the consumer's role may not run DDL).
 LEDGER_WITHOUT_FOREIGN_KEY = """
@@ -179,7 +189,7 @@ def claim_and_credit(conn, events: dict, consumer: str = consume_pipelined.CONSU
 
 # The steps, each measured against the one before (measure_throughput.py --variants
 # p,p-lean-py,p-lean-sql,p-lean): what each swaps in. p-lean also runs on the ledger without
-# its foreign key (lab/more_variants.SETUP); the steps before it keep the key.
+# its foreign key (its declaration's setup); the steps before it keep the key.
 STEPS = {"p-lean-py": ("decoding",), "p-lean-sql": ("decoding", "statement"), "p-lean": ("decoding", "statement")}
 
 
@@ -216,25 +226,20 @@ def run_lean(topic: str, group: str, parts=("decoding", "statement"), **options)
         consume_pipelined.run_pipelined(topic, group, **options)
 
 
-def run_worker(args, stop: threading.Event, *, apply, after_db_commit, overrides: dict, stall,
-               first_effect) -> None:
-    """lab/more_variants.py's entry point: p's loop with the swaps, the lab's crash point after
-    each statement that applied something."""
-
-    def work(events: dict) -> None:
-        for event_id, event in events.items():
-            stall.maybe(None, event_id, event)
-        if args.work_ms:
-            time.sleep(args.work_ms * len(events) / 1000)
+def run_worker(lab) -> None:
+    """The lab's entry point: p's loop with the swaps with the handler's work before each statement; a
+    statement that applied something is the planted crash point."""
+    args = lab.args
 
     def after_statement(messages, outcome) -> None:
         if outcome["applied"]:
-            first_effect(event_id_of(messages[0]))
-            for msg in messages:
-                after_db_commit(msg, "applied")
+            lab.first_effect(event_id_of(messages[0]))
+            lab.committed([event_id_of(m) for m in messages])
 
     run_lean(args.topic, args.group, STEPS[args.variant], batch=args.batch, connections=args.connections,
-             work=work, stop=stop, after_db_commit=after_statement, **overrides)
+             work=lambda events: lab.work(events.items()), stop=lab.stop, after_db_commit=after_statement,
+             **lab.overrides)
+
 
 
 def main() -> None:

@@ -55,6 +55,11 @@ from variants import common
 from variants.common import consuming
 
 log = logging.getLogger("consume")  # consume.py's logger: one stream for a harness to read
+
+# What the lab runs of this file (lab/registry.py reads it without importing the module).
+VARIANTS = {
+    "o": {"label": "o: the inbox, with the offset in its transaction", "reads": ["crash_after"]},
+}
 RESEEKED_LOG = "re-read the database's offsets after %s: %s"  # why, and partition=offset pairs
 
 
@@ -176,6 +181,11 @@ def run_with_offsets(topic: str, group: str, apply=credit_account, *, handle=Non
             if after_db_commit is not None:
                 after_db_commit(msg, outcome)
             commit_offset(consumer, msg)  # for lag and tools; never read back
+
+
+def run_worker(lab) -> None:
+    run_with_offsets(lab.args.topic, lab.args.group, lab.apply, stop=lab.stop, after_db_commit=lab.after_db_commit,
+                     **lab.overrides)
 
 
 def main() -> None:

@@ -67,6 +67,11 @@ from variants import common
 from variants.common import Database, consuming
 
 log = logging.getLogger("consume")  # consume.py's logger: one stream for a harness to read
+
+# What the lab runs of this file (lab/registry.py reads it without importing the module).
+VARIANTS = {
+    "k": {"label": "k: per-key lanes, the contiguous watermark", "reads": ["lanes", "window", "crash_after"]},
+}
 REVOKE_WAIT_S = 30.0  # how long a revocation waits for started handlers, at most, before it commits what is done
 
 
@@ -316,6 +321,11 @@ def run_parallel(topic: str, group: str, apply=credit_account, *, lanes: int = 1
             parallel.let_go([TopicPartition(t, p) for t, p in list(parallel.windows)], commit=True)
         finally:
             keys.close()
+
+
+def run_worker(lab) -> None:
+    run_parallel(lab.args.topic, lab.args.group, lab.apply, lanes=lab.args.lanes, window=lab.args.window,
+                 stop=lab.stop, after_db_commit=lab.after_db_commit, **lab.overrides)
 
 
 def main() -> None:

@@ -47,6 +47,7 @@ from consume import (
     PoisonMessage,
     checked_event_id,
     dead_letter,
+    event_id_of,
     first_line,
     parse_event,
 )
@@ -56,6 +57,12 @@ from variants.common import Database, consuming
 from variants.consume_batched import commit_batch
 
 log = logging.getLogger("consume")  # consume.py's logger: one stream for a harness to read
+
+# What the lab runs of this file (lab/registry.py reads it without importing the module).
+VARIANTS = {
+    "p": {"label": "p: pipelined batched inbox, one statement per batch", "reads": ["batch", "connections",
+                                                                                  "crash_after"]},
+}
 
 # Why each CTE reads the one before it: Postgres runs a plain SELECT ... FOR UPDATE in WITH
 # only when something reads it, and runs CTEs in the order their data is needed. `locked`
@@ -306,6 +313,21 @@ def run_pipelined(topic: str, group: str, *, batch: int = 500, connections: int 
             flow.drain(dead_letters, consumer, commit=True)
         finally:
             flow.close()
+
+
+def run_worker(lab) -> None:
+    """p, as the lab runs it: the handler's work for each batch before its statement; a
+    statement that applied something is the planted crash point."""
+    args = lab.args
+
+    def after_statement(msgs, outcome) -> None:
+        if outcome["applied"]:
+            lab.first_effect(event_id_of(msgs[0]))
+            lab.committed([event_id_of(m) for m in msgs])
+
+    run_pipelined(args.topic, args.group, batch=args.batch, connections=args.connections,
+                  work=lambda events: lab.work(events.items()), stop=lab.stop, after_db_commit=after_statement,
+                  **lab.overrides)
 
 
 def main() -> None:

@@ -8,7 +8,7 @@ checkpoint, and the sink writes its rows again, unless the insert itself is idem
 
     qx-eos         the sink's plain INSERT of (event_id, account_id, amount) per message
     qx-eos-keyed   the same sink with on_conflict_do_nothing=True, on a ledger whose
-                   event_id is unique (lab/more_variants.SETUP adds the index): a replayed
+                   event_id is unique (its declaration's setup adds the index): a replayed
                    row conflicts and is dropped
 
 What the sink cannot express: "add 100 to account 1". It writes rows; an increment
@@ -39,6 +39,16 @@ from quixstreams import Application
 from quixstreams.sinks.community.postgresql import PostgreSQLSink
 
 from consume import BROKERS, DSN, checked_event_id, parse_event
+
+# What the lab runs of this file (lab/registry.py reads it without importing the module).
+VARIANTS = {
+    "qx-eos": {"label": "qx-eos: Quix Streams exactly-once, PostgreSQLSink's plain INSERT", "groups": ["frameworks"],
+               "venv": ".venv-quix", "reads": ["crash_after"]},
+    # the key the sink's ON CONFLICT DO NOTHING needs: one ledger row per event ID
+    "qx-eos-keyed": {"label": "qx-eos-keyed: Quix Streams exactly-once, the sink's ON CONFLICT DO NOTHING on event_id",
+                     "groups": ["frameworks"], "venv": ".venv-quix", "reads": ["crash_after"],
+                     "setup": "CREATE UNIQUE INDEX IF NOT EXISTS ledger_event_id_key ON ledger (event_id)"},
+}
 
 
 class Carrying:
@@ -108,17 +118,18 @@ def build(variant: str, topic: str, group: str, *, dsn: str = DSN, work_ms: floa
     return app
 
 
-def run_worker(args, stop: threading.Event, *, apply, after_db_commit, overrides: dict, stall, first_effect) -> None:
-    """lab/more_variants.py's entry point. `apply` (the lab's credit) is unused: the sink
-    writes the rows. Quix's run() must own the main thread (it sets signal handlers), so a
-    watcher thread turns `stop` into app.stop()."""
+def run_worker(lab) -> None:
+    """The lab's entry point. `lab.apply` (the lab's credit) is unused: the sink writes the
+    rows. Quix's run() must own the main thread (it sets signal handlers), so a watcher
+    thread turns `stop` into app.stop()."""
     def after_write(event_ids):
         if event_ids:  # once the sink's first rows are committed
-            first_effect(event_ids[0])
+            lab.first_effect(event_ids[0])
         for event_id in event_ids:  # the crash point: committed in Postgres, not yet in Kafka
-            after_db_commit(Carrying([("event_id", event_id.encode())]), "applied")
+            lab.after_db_commit(Carrying([("event_id", event_id.encode())]), "applied")
 
-    app = build(args.variant, args.topic, args.group, work_ms=args.work_ms, after_write=after_write,
-                overrides=overrides, stall=stall)
-    threading.Thread(target=lambda: (stop.wait(), app.stop()), daemon=True).start()
+    app = build(lab.args.variant, lab.args.topic, lab.args.group, work_ms=lab.args.work_ms, after_write=after_write,
+                overrides=lab.overrides, stall=lab.stall)
+    threading.Thread(target=lambda: (lab.stop.wait(), app.stop()), daemon=True).start()
     app.run()
+

@@ -34,6 +34,12 @@ from variants import common
 PUBLISHER_DSN = common.role_dsn("inbox_publisher", "PUBLISHER_DSN")
 
 log = logging.getLogger("relay")
+
+# What the lab runs of this file (lab/registry.py reads it without importing the module).
+VARIANTS = {
+    "kafka-relay": {"label": "kafka-relay: the outbox relay to Kafka, at least once", "kind": "producer",
+                    "crash_points": ["acked"]},
+}
 ACK_TIMEOUT_S = 30.0
 PUBLISHED_LOG = "published %d events, through %s"  # the batch's size, its last event ID
 
@@ -93,6 +99,22 @@ def run(dsn: str = PUBLISHER_DSN, stop: threading.Event | None = None, batch: in
             except RelayFailed as e:
                 log.warning("relay: %s; trying again", e)
                 stop.wait(idle_s)
+
+
+def run_worker(lab) -> None:
+    """kafka-relay, as the lab runs it: a planted crash after the broker acknowledged an
+    event and before the relay marked it published, once for every --crash-every-th event."""
+    chosen = lab.once_every(lab.args.crash_every, "planted_crashes")
+
+    def after_ack(event_ids):
+        lab.first_effect(event_ids[0])
+        for event_id in event_ids:
+            if chosen(event_id):
+                lab.crash_at("acked", event_id)
+
+    import consume  # CONSUMER_DSN, which for this worker is the publisher's (harness)
+
+    run(consume.DSN, lab.stop, batch=lab.args.batch, after_ack=after_ack, **lab.producer_overrides)
 
 
 def main() -> None:

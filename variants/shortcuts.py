@@ -14,7 +14,7 @@ Claim: each works only where the post says it does.
                   skipped, so it survives M1's kills; a copy a relay or a retrying
                   producer writes again has a new offset and is credited again.
 
-upsert and versioned write their state to `account_state` (lab/more_variants.SETUP makes
+upsert and versioned write their state to `account_state` (STATE_TABLE, their setup, makes
 it) and one ledger row per application, so the checker counts how often each event was
 applied (a second application is harmless here; a stale state is not), and
 measure_publish counts the accounts whose state is not their newest event.
@@ -29,6 +29,21 @@ from confluent_kafka import Consumer
 
 from consume import DSN, commit_offset, connect, consumer_config, dead_letter_topic, handle_once, process
 from publish import ensure_topic, make_producer
+
+# What the lab runs of this file (lab/registry.py reads it without importing the module).
+VARIANTS = {
+    "upsert": {"label": "upsert: the account's state set by key, no inbox", "groups": ["shortcuts"],
+               "reads": ["crash_after"], "setup": "STATE_TABLE"},
+    "versioned": {"label": "versioned: the same upsert, only if the event is newer", "groups": ["shortcuts"],
+                  "reads": ["crash_after"], "setup": "STATE_TABLE"},
+    "offset-dedup": {"label": "offset-dedup: the inbox keyed on topic, partition and offset", "groups": ["shortcuts"],
+                     "reads": ["crash_after"]},
+}
+# upsert's and versioned's state by business key (last_seq is versioned's version), made by the
+# schema's owner in the run's schema before the worker starts: the consumer's role may not run DDL
+STATE_TABLE = ("CREATE TABLE IF NOT EXISTS account_state (account_id integer PRIMARY KEY, last_event text NOT NULL, "
+               "last_seq bigint NOT NULL, last_amount bigint NOT NULL); "
+               "GRANT SELECT, INSERT, UPDATE ON account_state TO inbox_consumer")
 
 
 def set_state(conn: psycopg.Connection, event_id: str, event: dict, versioned: bool) -> bool:
@@ -86,15 +101,17 @@ def run_offset_dedup(topic: str, group: str, apply, *, stop: threading.Event, ds
             consumer.close()
 
 
-def run_worker(args, stop: threading.Event, *, apply, after_db_commit, overrides: dict, stall,
-               first_effect) -> None:
-    """lab/more_variants.py's entry point."""
+def run_worker(lab) -> None:
+    """The lab's entry point."""
     import consume
     from variants.common import partition_logging
 
+    args = lab.args
     if args.variant == "offset-dedup":
-        run_offset_dedup(args.topic, args.group, apply, stop=stop, after_db_commit=after_db_commit,
-                         rebalance_callbacks=partition_logging(), **overrides)
+        run_offset_dedup(args.topic, args.group, lab.apply, stop=lab.stop, after_db_commit=lab.after_db_commit,
+                         rebalance_callbacks=partition_logging(), **lab.overrides)
         return
-    consume.run(args.topic, args.group, apply, handle=state_handler(args.variant == "versioned", first_effect),
-                stop=stop, after_db_commit=after_db_commit, rebalance_callbacks=partition_logging(), **overrides)
+    consume.run(args.topic, args.group, lab.apply, handle=state_handler(args.variant == "versioned", lab.first_effect),
+                stop=lab.stop, after_db_commit=lab.after_db_commit, rebalance_callbacks=partition_logging(),
+                **lab.overrides)
+

@@ -1,0 +1,196 @@
+"""Every variant the lab can run, each declared once, in its own file.
+
+Claim: adding a variant is adding one file. A module of variants/ (or of lab/, for the lab's
+own workers: the ceilings and the publisher) declares what it runs in a module-level
+VARIANTS literal, a dict from name to a dict of:
+
+    label    the name tables give it ("c: inbox + commit after the DB")       required
+    kind     consumer (in a consumer group: the default), share, external, relay, eos,
+             self-timed (reports its own rate), producer
+    reads    the worker flags it takes beyond those every variant takes (COMMON): batch,
+             connections, lanes, window, every, policy, lease_s, provider_url, crash_after
+             (a planted crash right after a DB commit: it commits by hand)
+    needs    flags without which it cannot run (the worker refuses it in one line)
+    crash_points  where --crash-point may plant a crash (lab/worker.py's CRASH_POINTS)
+    groups   the sets a measurement may name (--variant all, frameworks, shortcuts)
+    setup    SQL the schema's owner runs in the run's schema before its worker starts
+             (or the name of a constant of the module that holds it)
+    venv     the environment it runs in, under the checkout, if not the lab's own
+    run      the module's function the worker calls (default run_worker)
+
+The literal is read without importing the module (ast.literal_eval), so a framework that is
+installed only in its own venv can be declared, and a measurement's process loads no
+variant it does not run: what a run loaded (lab.provenance) is what it ran, and a change to
+another variant's file leaves its figures current. The reads themselves are not recorded as
+loads: the declaration that shapes a run is in the module its worker imports.
+
+Measurements ask for variants by kind, group or what they read, never by typed-in lists.
+"""
+import ast
+import dataclasses
+import functools
+import importlib
+import importlib.util
+import os
+import sys
+from pathlib import Path
+
+from lab import provenance
+from lab.settings import ROOT
+
+FOLDERS = ("variants", "lab")  # where declaring modules live
+EXTRA = "LAB_EXTRA_VARIANTS"  # more declaring files outside them (paths, os.pathsep between), as workers inherit it
+# The flags every worker takes (harness config key -> worker flag): the handler's sleep and stall,
+# the group's timeouts and protocol.
+COMMON = ("work_ms", "session_timeout_ms", "heartbeat_interval_ms", "max_poll_interval_ms", "group_protocol",
+          "slow_every", "slow_seconds")
+KINDS = ("consumer", "share", "external", "relay", "eos", "self-timed", "producer")
+FIELDS = ("label", "kind", "reads", "needs", "crash_points", "groups", "setup", "venv", "run")
+
+
+@dataclasses.dataclass(frozen=True)
+class Variant:
+    name: str
+    label: str
+    module: str
+    kind: str = "consumer"
+    reads: frozenset = frozenset()
+    needs: frozenset = frozenset()
+    crash_points: tuple = ()
+    groups: tuple = ()
+    setup: str | None = None
+    venv: str | None = None
+    run: str = "run_worker"
+    path: str | None = None  # a declaring file outside the folders (EXTRA), imported by its path
+
+    def takes(self, key: str) -> bool:
+        """Whether the worker flag for harness config `key` means something to this variant."""
+        return key in COMMON or key in self.reads
+
+
+class DeclarationError(Exception):
+    """A VARIANTS literal that cannot be read, or says something the registry cannot use."""
+
+
+def declared_in(path: Path) -> dict | None:
+    """The VARIANTS literal of one module's source, or None if it declares none."""
+    with provenance.unrecorded():  # reading a declaration runs nothing (see the docstring)
+        source = path.read_text()
+    if "VARIANTS" not in source:
+        return None
+    for node in ast.parse(source).body:
+        if isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            if any(isinstance(t, ast.Name) and t.id == "VARIANTS" for t in targets):
+                try:
+                    return ast.literal_eval(node.value)
+                except ValueError as e:
+                    raise DeclarationError(f"{path}: VARIANTS must be a literal ({e})") from None
+    return None
+
+
+def variant_of(name: str, fields: dict, module: str, path: Path | None = None) -> Variant:
+    unknown = set(fields) - set(FIELDS)
+    if unknown or "label" not in fields:
+        raise DeclarationError(f"{module}: variant {name!r} " + (f"has unknown fields {sorted(unknown)}" if unknown
+                                                                 else "needs a label"))
+    if fields.get("kind", "consumer") not in KINDS:
+        raise DeclarationError(f"{module}: variant {name!r} has kind {fields['kind']!r}; one of {', '.join(KINDS)}")
+    return Variant(name=name, module=module, label=fields["label"], kind=fields.get("kind", "consumer"),
+                   reads=frozenset(fields.get("reads", ())), needs=frozenset(fields.get("needs", ())),
+                   crash_points=tuple(fields.get("crash_points", ())),
+                   groups=tuple(fields.get("groups", ())), setup=fields.get("setup"), venv=fields.get("venv"),
+                   run=fields.get("run", "run_worker"), path=str(path) if path else None)
+
+
+def extra_paths() -> list[Path]:
+    return [Path(p) for p in os.environ.get(EXTRA, "").split(os.pathsep) if p]
+
+
+def add_file(path) -> None:
+    """Declare the variants of a file outside the folders, for this process and the workers it
+    starts (a test's throwaway variant, or one of a reader's own)."""
+    os.environ[EXTRA] = os.pathsep.join(str(p) for p in [*extra_paths(), Path(path).resolve()])
+    everything.cache_clear()
+
+
+@functools.cache
+def everything() -> dict[str, Variant]:
+    """name -> Variant, in the order the modules (by file name) and their literals give them."""
+    found: dict[str, Variant] = {}
+    paths = [(f"{folder}.{p.stem}", p) for folder in FOLDERS for p in sorted((ROOT / folder).glob("*.py"))
+             if p.stem != "__init__"]
+    for module, path, outside in [*((m, p, False) for m, p in paths), *((p.stem, p, True) for p in extra_paths())]:
+        for name, fields in (declared_in(path) or {}).items():
+            if name in found:
+                raise DeclarationError(f"variant {name!r} is declared twice: {found[name].module} and {module}")
+            found[name] = variant_of(name, fields, module, path if outside else None)
+    return found
+
+
+def get(name: str) -> Variant:
+    try:
+        return everything()[name]
+    except KeyError:
+        raise KeyError(f"no variant {name!r}; declared: {', '.join(everything())}") from None
+
+
+def names(*, kind: str | tuple | None = None, group: str | None = None, reads: str | None = None) -> tuple[str, ...]:
+    """The declared variants that fit, in declaration order."""
+    kinds = (kind,) if isinstance(kind, str) else kind
+    return tuple(v.name for v in everything().values() if (kinds is None or v.kind in kinds)
+                 and (group is None or group in v.groups) and (reads is None or reads in v.reads))
+
+
+def labels() -> dict[str, str]:
+    return {name: v.label for name, v in everything().items()}
+
+
+def python_for(name: str) -> str:
+    """The interpreter a variant's worker runs under."""
+    venv = get(name).venv
+    if venv is None:
+        return sys.executable
+    python = ROOT / venv / "bin" / "python"
+    if not python.exists():
+        raise RuntimeError(f"variant {name} runs in {venv}, which is not set up: run `make setup-frameworks`")
+    return str(python)
+
+
+def setup_sql(name: str) -> str | None:
+    """The SQL a variant needs in its run's schema, if any (a constant's name is looked up in
+    its module, which is then loaded here: that SQL shapes the run)."""
+    variant = get(name)
+    if variant.setup and variant.setup.isidentifier():
+        return getattr(module_of(name), variant.setup)
+    return variant.setup
+
+
+def prepare(name: str, dsn: str) -> None:
+    """Run the variant's setup SQL, if any, as the schema's owner, on the search path `dsn` names."""
+    setup = setup_sql(name)
+    if not setup:
+        return
+    import psycopg
+    from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+    from lab.settings import ADMIN_DSN
+    options = conninfo_to_dict(dsn).get("options")  # the run's search_path
+    with psycopg.connect(make_conninfo(ADMIN_DSN, **({"options": options} if options else {})),
+                         autocommit=True) as conn:
+        conn.execute(setup)
+
+
+def runner(name: str):
+    """The function a worker calls to run the variant: its module imported, here."""
+    return getattr(module_of(name), get(name).run)
+
+
+def module_of(name: str):
+    variant = get(name)
+    if variant.path is None:
+        return importlib.import_module(variant.module)
+    spec = importlib.util.spec_from_file_location(variant.module, variant.path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module

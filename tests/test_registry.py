@@ -1,0 +1,79 @@
+"""A variant is one file that declares itself (lab/registry.py): every declared variant has
+its run function, a bad declaration says what is wrong, the harness passes a variant only
+the flags it reads, and a throwaway variant declared in a file of its own, outside the tree,
+runs through M1's harness like any other."""
+import ast
+import json
+import textwrap
+
+import pytest
+
+import measure_kill
+from lab import harness, registry
+from lab.settings import ROOT
+
+
+def test_every_declared_variant_names_a_function_its_module_defines():
+    for name, variant in registry.everything().items():
+        path = ROOT / (variant.module.replace(".", "/") + ".py")
+        defined = {node.name for node in ast.parse(path.read_text()).body if isinstance(node, ast.FunctionDef)}
+        assert variant.run in defined, f"{name}: {variant.module} has no {variant.run}()"
+        assert variant.kind in registry.KINDS and variant.label.startswith(name + ":"), name
+
+
+def test_a_declaration_that_is_not_a_literal_or_has_an_unknown_field_is_refused(tmp_path, monkeypatch):
+    bad = tmp_path / "bad_variant.py"
+    bad.write_text("LABEL = 'x'\nVARIANTS = {'x': {'label': LABEL}}\n")
+    (tmp_path / "plain.py").write_text("X = 1\n")
+    assert registry.declared_in(tmp_path / "plain.py") is None
+    with pytest.raises(registry.DeclarationError, match="must be a literal"):
+        registry.declared_in(bad)
+    with pytest.raises(registry.DeclarationError, match="unknown fields"):
+        registry.variant_of("x", {"label": "x: y", "batch": True}, "bad_variant")
+    with pytest.raises(registry.DeclarationError, match="kind"):
+        registry.variant_of("x", {"label": "x: y", "kind": "daemon"}, "bad_variant")
+
+
+def test_a_variant_gets_only_the_flags_it_reads():
+    config = {"work_ms": 5, "batch": 50, "connections": 2, "lanes": 4, "crash_after": "r1-7", "policy": "keys"}
+    assert harness.worker_args("c", config) == ("--work-ms", 5, "--crash-after", "r1-7")
+    assert harness.worker_args("p", config) == ("--work-ms", 5, "--batch", 50, "--connections", 2,
+                                                "--crash-after", "r1-7")
+    assert harness.worker_args("a1", config) == ("--work-ms", 5)  # auto-commit: no crash point of its own
+    assert harness.worker_args("ext", config, "http://x") == ("--work-ms", 5, "--policy", "keys",
+                                                              "--provider-url", "http://x")
+    assert registry.names(group="post") == ("a1", "a2", "b", "c")
+
+
+THROWAWAY = '''
+"""A variant of the test's own, outside the tree: c's loop, declared here and nowhere else."""
+VARIANTS = {"throwaway-c": {"label": "throwaway-c: consume.run, declared outside the tree",
+                            "reads": ["crash_after"]}}
+
+
+def run_worker(lab):
+    import consume
+
+    lab.supervised(lambda: consume.run(lab.args.topic, lab.args.group, lab.apply, stop=lab.stop,
+                                       after_db_commit=lab.after_db_commit, **lab.overrides))
+'''
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("services")
+def test_a_throwaway_variant_in_a_file_of_its_own_runs_through_m1(tmp_path, monkeypatch):
+    path = tmp_path / "throwaway_variant.py"
+    path.write_text(textwrap.dedent(THROWAWAY))
+    monkeypatch.setenv(registry.EXTRA, "")
+    registry.add_file(path)
+    try:
+        assert registry.get("throwaway-c").path == str(path.resolve())
+        config = {"events": 300, "partitions": 3, "work_ms": 5, "kills": 2, "life": (0.5, 1.5), "seed": 7,
+                  "session_timeout_ms": 2000}
+        record = measure_kill.run_once("throwaway-c", 1, config)
+        assert record["kills"] == 2, record["kill_log"]
+        assert (record["duplicates"], record["lost"], record["unexpected"]) == (0, 0, 0), json.dumps(record)[:500]
+        assert record["ledger_rows"] == 300
+    finally:
+        monkeypatch.delenv(registry.EXTRA)
+        registry.everything.cache_clear()
