@@ -47,10 +47,10 @@ import time
 
 import psycopg
 
-from lab import cli, harness, results
+from lab import cli, harness, registry, results
 
-VARIANTS = ("b", "c", "d", "k", "o", "p")
-BATCHED = ("d", "p")  # --batch and --sweep-batch apply to these
+VARIANTS = registry.names(kind="consumer")  # any consumer in a group: CreateTime to its ledger row
+BATCHED = registry.names(kind="consumer", reads="batch")  # --batch and --sweep-batch apply to these
 
 
 def percentile(sorted_values: list[float], q: float) -> float:
