@@ -4,7 +4,8 @@ Claim: every figure the README shows was written here, by a harness, into
 results/*.json of one shape: {"harness", "config", "machine", "versions",
 "runs": [...], "summary"}, with the machine and the versions it ran on. A file
 is rewritten atomically after every run, and a measurement started again with
-the same config and versions resumes where it stopped.
+the same config and versions resumes where it stopped, if every file its runs loaded
+is unchanged (ran_this_code).
 
 Assumptions: the services in settings.py answer (versions() asks them).
 """
@@ -86,6 +87,15 @@ def code() -> dict:
         untracked = git("ls-files", "--others", "--exclude-standard") or ""
         record["diff"] = hashlib.sha1(((changed or "") + untracked).encode()).hexdigest()[:12]
     return record
+
+
+def ran_this_code(run: dict, current: dict) -> bool:
+    """Whether a recorded run was made by the code as it is now, so a measurement may resume
+    beside it: every file it loaded is unchanged (lab.provenance), whatever has been committed
+    since; a run from before runs recorded their files, only at the same commit, unedited."""
+    if "loaded" in run:
+        return not provenance.changed_since(run["loaded"])
+    return {k: run.get(k) for k in current} == current
 
 
 def reader_paths(args, local_name: str, committed_name: str | None = None) -> Path | None:
@@ -182,12 +192,13 @@ class ResultsFile:
         if self.path.exists():
             previous = json.loads(self.path.read_text())
             same = (previous.get("config"), previous.get("versions")) == (config, self.document["versions"])
-            same_code = all({k: r.get(k) for k in self.code} == self.code for r in previous.get("runs", ()))
+            same_code = all(ran_this_code(r, self.code) for r in previous.get("runs", ()))
             if same and same_code:
                 self.document["runs"] = previous["runs"]
                 progress(f"resuming {self.path}: {len(self.runs)} runs already done with this code")
             elif not force:
-                why = "another config or other versions" if not same else "runs of other code (another commit)"
+                why = ("another config or other versions" if not same else
+                       "runs of other code (files they loaded have changed since)")
                 raise SystemExit(f"{name}: {self.path} holds {why}; use --out for a new file, or --force to "
                                  "start it again")
 

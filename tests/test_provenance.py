@@ -46,3 +46,15 @@ def test_a_worker_says_what_it_loaded_and_the_harness_hears_it(dsn, topic, group
         worker.stop()
     provenance.begin_run()
     assert provenance.workers_loaded() == {}
+
+
+def test_a_measurement_resumes_beside_runs_whose_loaded_files_are_unchanged_whatever_was_committed():
+    from lab import results
+
+    now = {"consume.py": provenance.digest("consume.py"), "lab/harness.py": provenance.digest("lab/harness.py")}
+    current = {"commit": "new", "dirty": False}
+    assert results.ran_this_code({"commit": "old", "loaded": now}, current)
+    assert not results.ran_this_code({"commit": "new", "loaded": {**now, "consume.py": "0" * 12}}, current)
+    # a run from before runs recorded their files: only at the same commit, unedited
+    assert results.ran_this_code({"commit": "new", "dirty": False}, current)
+    assert not results.ran_this_code({"commit": "old", "dirty": False}, current)
