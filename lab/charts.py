@@ -1,15 +1,13 @@
 """The README's charts, one per measurement, drawn from results/*.json alone.
 
 Claim: a chart is never older than what it draws. Each PNG carries, in a text
-chunk, a hash of the results files it was drawn from and of the code that drew
-it (its function, the functions of this module it calls, the module's constants
-they name); `stale()` recomputes the hash, so a test fails when a chart is missing
+chunk, a hash of the results files it was drawn from and of this module, which
+draws them; `stale()` recomputes the hash, so a test fails when a chart is missing
 or was drawn from other results (or by other code) than those committed.
 
 Assumptions: matplotlib (requirements.txt); report.py calls build() and stale().
 """
 import hashlib
-import inspect
 from pathlib import Path
 
 from lab import results
@@ -484,39 +482,11 @@ def path_of(chart: str) -> Path:
     return RESULTS / f"{chart}.png"
 
 
-def drawn_by(draw) -> tuple[list, dict]:
-    """The drawing function and every function of this module it calls, at any depth
-    (saturation draws with latency's helpers), and the module's constants they name (the
-    colours): what the chart's look depends on."""
-    found, constants, todo = [], {}, [draw]
-    while todo:
-        function = todo.pop()
-        if function in found:
-            continue
-        found.append(function)
-        codes = [function.__code__]
-        while codes:  # names used by the function and the lambdas and comprehensions inside it
-            code = codes.pop()
-            codes += [const for const in code.co_consts if inspect.iscode(const)]
-            for name in code.co_names:
-                value = globals().get(name)
-                if inspect.isfunction(value) and value.__module__ == __name__:
-                    todo.append(value)
-                elif name.isupper() and isinstance(value, (str, int, float, tuple, list, dict)):
-                    constants[name] = value  # plain data only: its repr is the same in every process
-    return found, constants
-
-
 def fingerprint(chart: str) -> str | None:
-    """A hash of the chart's inputs and of the functions that draw it; None if an input is missing."""
-    draw, inputs = CHARTS[chart]
-    digest = hashlib.sha256()
-    functions, constants = drawn_by(draw)
-    for function in functions:
-        digest.update(inspect.getsource(function).encode())
-    for name in sorted(constants):
-        digest.update(f"{name}={constants[name]!r}".encode())
-    for name in inputs:
+    """A hash of the chart's inputs and of this module (what draws every chart); None if an
+    input is missing. A change anywhere here redraws them all: they take seconds."""
+    digest = hashlib.sha256(Path(__file__).read_bytes())
+    for name in CHARTS[chart][1]:
         path = RESULTS / name
         if not path.exists():
             return None

@@ -43,13 +43,6 @@ def test_a_chart_knows_when_its_results_changed(tmp_path, monkeypatch):
     assert charts.stale() == ["external.png (out of date)"]
 
 
-def test_a_chart_is_out_of_date_when_a_helper_it_draws_with_changes():
-    # saturation draws its panels with latency's code: a change there must redraw it too
-    functions, constants = charts.drawn_by(charts.saturation)
-    assert {"saturation", "latency", "tidy"} <= {f.__name__ for f in functions} and charts.kill not in functions
-    assert "BLUE" in constants  # a colour changed is a chart changed
-
-
 def test_a_section_names_the_code_its_runs_came_from_and_flags_what_changed_since():
     # runs that recorded what they loaded: stale exactly when one of those files differs now
     consume_now = digest("consume.py")
