@@ -70,7 +70,7 @@ def run_once(variant: str, run: int, config: dict) -> dict:
 
 
 def summarise(runs: list[dict]) -> dict:
-    return results.summarise_runs(runs, VARIANTS, spreads=("duplicates", "lost", "kills", "wall_s"))
+    return results.summarise_runs(runs, results.seen(runs), spreads=("duplicates", "lost", "kills", "wall_s"))
 
 
 def table(summary: dict) -> str:

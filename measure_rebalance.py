@@ -109,7 +109,7 @@ def summarise(runs: list[dict]) -> dict:
                 "commit_failed": dict(failed)}
 
     return results.summarise_runs(
-        runs, VARIANTS, totals=("evictions", "duplicates", "lost", "skipped", "stalls", "moved_to_other",
+        runs, results.seen(runs), totals=("evictions", "duplicates", "lost", "skipped", "stalls", "moved_to_other",
                                 "back_to_zombie"), spreads=("evictions", "duplicates", "lost", "skipped"), extra=extra)
 
 

@@ -1,10 +1,15 @@
 """The lab: the machinery the measurements share, along Jepsen's seams.
 
     stack.py      start, stop, status and fetch the embedded Kafka and PostgreSQL (no faults)
-    worker.py     one consumer variant per process, so a harness can kill it
+    registry.py   every variant, read from the VARIANTS each file of variants/ declares
+    worker.py     one variant per process, so a harness can kill it
+    instruments.py  the lab's own workers: the ceilings (raw, db, db-d) and the publisher
     harness.py    a run's own schema, topic and group; workers; recovery; what the logs say
-    nemesis.py    every fault: kills, restarts, partitions, stalls, failovers
+    faults/       every fault, one file each (or a family's), found by discovery; schedule.py
+    nemesis.py    what is done to a process that is no fault: the kill schedule, stalls, pauses
+    pgproxy.py    the Postgres wire proxy that drops a commit's reply (lost-commit-reply)
     netlab.py     network namespaces and a relay for the partition faults
+    provenance.py what a run loaded: the checkout's files its processes opened, hashed
     checker.py    pure: (published IDs, effects) -> duplicates, lost, the balance check
     results.py    results files, provenance, the one driver loop
     report.py     the README's generated tables; charts.py its charts; claims.py the prose they check
@@ -14,5 +19,6 @@
     layouts.py    M4's inbox layouts; retention.py the cron job that runs retention.sql
     roles.sql, grants.sql, pom.xml   least-privilege roles, their grants, Kafka's classpath
 
-Imports run one way: the lab imports the post's files and variants/, never the reverse.
+Imports run one way: the lab imports the post's files and variants/, never the reverse
+(`make lint` checks it).
 """

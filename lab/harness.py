@@ -4,7 +4,7 @@ Every run gets a schema, a topic and a group of its own (uuid suffix), so a hard
 kill leaves nothing behind that a later run could trip over. A worker is one
 worker.py process, whose log is read as it is written: this module is the one
 place that parses the lines the harnesses count (each defined by the module
-that prints it). The faults are nemesis.py's, the verdicts checker.py's, the
+that prints it). The faults are lab/faults/'s, the verdicts checker.py's, the
 results files results.py's.
 
 Assumptions: the services named in settings.py are up (`make up`).

@@ -140,6 +140,12 @@ def median_or_none(values, digits: int = 2) -> float | None:
     return round(statistics.median(values), digits) if values else None
 
 
+def seen(runs: list[dict], field: str = "variant") -> list:
+    """The values of `field` in the order the runs first name them (a summary's rows, in the
+    order the command line gave them)."""
+    return list(dict.fromkeys(r[field] for r in runs))
+
+
 def summarise_runs(runs: list[dict], groups, *, key=lambda r: r["variant"], totals=(), spreads=(),
                    extra=None) -> dict:
     """Per group (a variant, usually), in `groups`' order: how many runs, in how many the

@@ -18,7 +18,7 @@ the unprivileged user `nobody`, because the server refuses to run as root.
 
 The replicated lab, beside it on ports of its own (settings.CLUSTER_*): three Kafka
 nodes in combined mode with static voters, and a Postgres primary with one standby
-cloned by pg_basebackup, streaming async or sync. Faults on it are nemesis.py's.
+cloned by pg_basebackup, streaming async or sync. Faults on it are lab/faults/'s.
 
     python -m lab.stack up --replicated [--pg-replication async|sync]
     python -m lab.stack status --replicated   # nodes, the active controller, leaders, streaming and lag

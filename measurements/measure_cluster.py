@@ -11,7 +11,7 @@ for good; to a synchronous standby it forgets none.
 
 Workload: a publisher (worker.py --variant publisher, journaling each acknowledgement)
 sends `--events` credits at `--rate` while one consumer of the variant reads them.
-Fault: once, `--fault-after-s` after the consumer's first credit (nemesis.inject_cluster):
+Fault: once, `--fault-after-s` after the consumer's first credit (lab/faults/, those on the replicated lab):
     leader-kill      SIGKILL the node leading most partitions, restarted after --down-s
     leader-pause     SIGSTOP it for --pause-s, then SIGCONT
     isolate-leader   move it into a network namespace, give it its partitions back, then cut
@@ -36,9 +36,12 @@ import json
 import sys
 import time
 
-from lab import checker, cli, harness, nemesis, results, settings, stack
+from lab import checker, cli, faults, harness, registry, results, settings, stack
 
-VARIANTS = ("b", "c", "d", "o")
+FAULTS = faults.select("replicated")
+
+ALL = ("b", "c", "d", "o")  # --variant all: the variants the committed files hold
+VARIANTS = registry.names(kind="consumer")  # any consumer in a group
 
 
 def run_once(fault: str, variant: str, replication: str, acks: str, run: int, config: dict) -> dict:
@@ -65,7 +68,7 @@ def run_once(fault: str, variant: str, replication: str, acks: str, run: int, co
             time.sleep(config["fault_after_s"])
             results.progress(f"{name}: {fault}")
             hit = time.time()
-            injected = nemesis.inject_cluster(fault, space.topic, config)
+            injected = faults.get(fault).land(faults.Scene(config=config, topic=space.topic))
             healed, healed_at, rows = time.monotonic(), time.time(), harness.ledger_count(space.admin)
             try:
                 harness.wait_until(lambda: harness.ledger_count(space.admin) > rows
@@ -125,7 +128,7 @@ def verdict_line(r: dict) -> str:
 def parse_args(argv=None):
     parser = cli.measurement("M8: faults of a replicated Kafka and a Postgres standby, under load.",
                              str(results.RESULTS / "cluster.json"), events=6000, keep=True)
-    parser.add_argument("--fault", required=True, choices=(*nemesis.CLUSTER_FAULTS, "all"))
+    parser.add_argument("--fault", required=True, choices=(*FAULTS, "all"))
     parser.add_argument("--variant", required=True, type=cli.names_of((*VARIANTS, "all")),
                         help="one of b, c, d, o, a comma list (interleaved run by run), or all")
     parser.add_argument("--pg-replication", choices=(*stack.REPLICATION_MODES, "both"), default="async")
@@ -149,13 +152,15 @@ def parse_args(argv=None):
 
 
 def main(args) -> int:
-    faults = nemesis.CLUSTER_FAULTS if args.fault == "all" else (args.fault,)
-    variants = VARIANTS if "all" in args.variant else tuple(args.variant)
+    chosen = FAULTS if args.fault == "all" else (args.fault,)
+    variants = ALL if "all" in args.variant else tuple(args.variant)
     modes = stack.REPLICATION_MODES if args.pg_replication == "both" else (args.pg_replication,)
     config = results.config_of(args, "out", "force", "keep", "fault", "variant", "pg_replication", "acks",
                                batch=500, brokers=3, min_insync_replicas=2, standby="one, streaming")
     plan = [{"fault": f, "variant": v, "replication": m, "acks": args.acks}
-            for f in faults for v in variants for m in (modes if f.startswith("pg-") else modes[:1])]
+            for f in chosen for v in variants
+            # a fault on the Postgres standby runs once per replication mode
+            for m in (modes if "pg-standby" in faults.get(f).needs else modes[:1])]
     results.drive("measure_cluster", args.out, config, plan, run_once, summarise, table, verdict_line, args.force,
                   options={"keep": args.keep})
     return 0

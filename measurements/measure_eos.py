@@ -30,10 +30,10 @@ import collections
 import sys
 import time
 
-from lab import checker, cli, harness, nemesis, results
+from lab import checker, cli, harness, nemesis, registry, results
 from lab import worker as worker_script
 
-VARIANTS = ("e", "f")
+VARIANTS = registry.names(kind="eos")  # e and f: Kafka's exactly-once loop, without and with the inbox
 # The worker's crash points where e and f can stop themselves; its third, "acked", is the
 # relay's (kafka-relay), which e and f never pass, so a run there would plant nothing.
 PLANTED_POINTS = ("pg-committed", "kafka-committed")
@@ -120,7 +120,7 @@ def run_once(variant: str, point: str, run: int, config: dict) -> dict:
 
 def summarise(runs: list[dict]) -> dict:
     return results.summarise_runs(
-        runs, [f"{v} {p}" for v in VARIANTS for p in POINTS], key=lambda r: f"{r['variant']} {r['point']}",
+        runs, [f"{v} {p}" for v in results.seen(runs) for p in POINTS], key=lambda r: f"{r['variant']} {r['point']}",
         spreads=("duplicates", "lost", "topic_copies", "topic_missing", "aborted_copies", "faults", "wall_s"))
 
 

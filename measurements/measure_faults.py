@@ -4,7 +4,8 @@ Claim: the inbox (c, and the batched d) keeps every credit exactly once through
 database restarts, broker restarts and network partitions; without it (b),
 each fault that separates a write from its offset commit costs a duplicate.
 
-Faults, one kind per run, each bounded in time and always healed (nemesis.py):
+Faults, one kind per run, each bounded in time and always healed (lab/faults/, those on the
+single-node stack that leave the consumers alone):
 
     pg-restart        PostgreSQL stopped in immediate mode and started again,
                       --faults times; c stops and its worker starts it again,
@@ -32,50 +33,54 @@ through it; root, for the namespaces; nothing else measures meanwhile.
 
     python -m measurements.measure_faults --fault pg-restart --variant c --runs 5
 """
+import contextlib
 import sys
 import time
 
-from lab import checker, cli, harness, nemesis, results
+from lab import checker, cli, faults, harness, registry, results
+from lab.faults import schedule
 
-FAULTS = (*nemesis.FAULTS, "share-lock")
+FAULTS = faults.select("stack", without=("pool",))
 # c-reconnect: c's loop keeping its connection through a restart (lab/worker.py), beside c,
 # which stops on a lost database and is started again: README, "Reconnect or exit".
-VARIANTS = ("b", "c", "d", "c-reconnect")
+VARIANTS = registry.names(kind="consumer")  # any consumer in a group (the committed files: b, c, d, c-reconnect)
 
 
 def run_once(fault: str, variant: str, run: int, config: dict) -> dict:
-    share = fault == "share-lock"  # the fault is the handler itself, outliving the broker's record lock
+    spec = faults.get(fault)
+    share = spec.inject is None  # the fault is the handler itself (share-lock: outliving the broker's record lock)
     # share-lock's settings (slow_every among them) are in the config too, but not for the other faults' workers
     client = {key: config[key] for key in ("work_ms", "session_timeout_ms", "max_poll_interval_ms", "batch")}
     # in_handler (the tests): a partition's cut lands while the cut-off consumer (it alone stalls,
     # on every in_handler-th event, for in_handler_s) is inside a handler
-    in_handler = bool(config.get("in_handler")) and fault.startswith("partition")
+    in_handler = bool(config.get("in_handler")) and spec.in_handler
     stalling = harness.worker_args(variant, {"slow_every": config["in_handler"],
                                              "slow_seconds": config["in_handler_s"]}) if in_handler else ()
     args = harness.worker_args(variant, {**client, "heartbeat_interval_ms": config["session_timeout_ms"] // 3})
     events = harness.make_events(config["events"], prefix=f"r{run}", seed=config["seed"] + run)
     started, began = time.monotonic(), time.time()
     with harness.run_space("m6", f"{fault}-{variant}-r{run}", config["partitions"]) as space:
-        ns, fault_log, workers = None, [], []
+        scene = faults.Scene(config=config, space=space, events=events, ns=None)
+        fault_log, workers, rig = [], [], contextlib.ExitStack()
         try:
             if share:
-                workers = nemesis.share_lock_members(space, variant, run, config, events)
-                slow_s = config["lock_ms"] / 1000 + config["overrun_s"]
-                # a share group has no lag to read: settle on the ledger alone
-                settle = {"deadline_s": 300.0 + nemesis.stall_count(config["events"], config["slow_every"]) * slow_s}
+                # the fault starts the run's consumers itself; a share group has no lag to read
+                workers, settle = spec.start(scene, variant, run)
             else:
                 harness.produce_events(space.topic, events)
-                # a partition needs two consumers: one in a namespace of its own, whose link is cut
-                ns = nemesis.isolated() if fault.startswith("partition") else None
+                # the fault's set-up, left after the workers stop: a partition's namespace (scene.ns),
+                # in which the first of its two consumers lives, whose link is cut
+                rig.enter_context(spec.around_consumers(scene))
+                ns = scene.ns
                 workers = harness.start_workers(variant, space, f"faults-{fault}-{variant}-r{run}", args,
-                                                2 if ns else 1, prefixes=(ns.prefix,) if ns else (),
+                                                spec.consumers, prefixes=(ns.prefix,) if ns else (),
                                                 extra=(stalling,))
                 for worker in workers:
                     if not worker.wait_first_effect(120):
                         raise RuntimeError(f"a worker applied nothing:\n{worker.log_tail()}")
-                fault_log = nemesis.fault_schedule(fault, space, ns, config, f"{fault} {variant} run {run}",
-                                                   in_handler=workers[0] if in_handler else None,
-                                                   alive=lambda: any(w.proc.poll() is None for w in workers))
+                fault_log = schedule.fault_schedule(fault, scene, f"{fault} {variant} run {run}",
+                                                    in_handler=workers[0] if in_handler else None,
+                                                    alive=lambda: any(w.proc.poll() is None for w in workers))
                 settle = {"deadline_s": 600.0, "group": space.group, "topic": space.topic}
             recovery = harness.settle(workers, space.admin, config["events"], **settle)
             drained = None
@@ -87,8 +92,7 @@ def run_once(fault: str, variant: str, run: int, config: dict) -> dict:
         finally:
             for worker in workers:
                 worker.stop()
-            if ns is not None:
-                ns.close()
+            rig.close()  # the fault's set-up goes once its workers have stopped
         counts, _ = checker.tally(workers)
         verdict = harness.verdict_of(events, space.admin)
         credits = harness.credit_times(space.admin)
@@ -109,7 +113,7 @@ def run_once(fault: str, variant: str, run: int, config: dict) -> dict:
 
 
 def summarise(runs: list[dict]) -> dict:
-    groups = [(f, v) for f in FAULTS for v in VARIANTS]
+    groups = [(f, v) for f in FAULTS for v in results.seen(runs)]
     summary = results.summarise_runs(
         runs, groups, key=lambda r: (r["fault"], r["variant"]), totals=("faults", "duplicates", "lost", "skipped"),
         # share-lock has no outage to resume from: the handler itself is the fault
@@ -153,12 +157,9 @@ def parse_args(argv=None):
                  "max_poll_interval_ms", "batch", "slow_every")
     cli.at_least(parser, args, 0, "work_ms", "max_poll_records", "lock_ms")
     cli.positive(parser, args, "every_s", "outage_s", "overrun_s")
-    if args.fault.startswith("partition") and args.outage_s * 1000 <= args.session_timeout_ms:
-        parser.error("--outage-s must outlast the session timeout, or nobody is evicted")
-    if args.fault == "share-lock" and not set(args.variant) <= {"b", "c"}:
-        parser.error("share-lock runs b and c: there is no batched share-group consumer")
-    if args.fault == "share-lock" and (args.lock_ms < 1000 or args.slow_every < 1 or args.overrun_s <= 0):
-        parser.error("share-lock needs --lock-ms >= 1000 (the broker's minimum), --slow-every >= 1, --overrun-s > 0")
+    refused = faults.get(args.fault).check(args)
+    if refused:
+        parser.error(refused)
     return args
 
 

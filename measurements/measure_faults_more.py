@@ -5,7 +5,7 @@ exactly once through a paused consumer, a graceful stop at any moment, a server 
 refuses connections when the consumer starts, and a COMMIT whose reply never reaches the
 client. Without it (b) the commit the client never hears of is credited twice.
 
-Faults, one kind per run, each healed (lab/nemesis.py, MORE_FAULTS):
+Faults, one kind per run, each healed (lab/faults/, those that act on the run's consumers):
 
     pause-consumer      two consumers; the first is SIGSTOPped for --pause-s, longer than
                         the session timeout, then SIGCONTed. With a handler sleep inside the
@@ -22,7 +22,7 @@ Faults, one kind per run, each healed (lab/nemesis.py, MORE_FAULTS):
                         whether it had to be SIGKILLed after --stop-deadline-s
     pg-max-connections  the consumer is SIGKILLed and started again while the server refuses
                         its role any connection, for --outage-s, then lets it in
-    lost-commit-reply   the consumer reaches Postgres through a proxy (CommitReplyDropper)
+    lost-commit-reply   the consumer reaches Postgres through a proxy (lab/pgproxy.py)
                         that lets a transaction commit and cuts the connection before the
                         reply arrives; the consumer cannot know whether its work committed
     disk-full           the run's tables and indexes live on a tablespace of their own, a small
@@ -60,21 +60,16 @@ import random
 import sys
 import time
 import uuid
-from datetime import timedelta
 
-import psycopg
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
-from lab import checker, cli, harness, nemesis, results, stack
-from lab import retention as inbox_retention
-from lab.settings import RETENTION_DSN
+from lab import checker, cli, faults, harness, nemesis, registry, results
 
-FAULTS = nemesis.MORE_FAULTS
+FAULTS = faults.select("pool")
 # How long a run waits for a credit after a fault (or for every credit, before a fault that needs
 # them all); past it the run is recorded as stuck, and recovery counts what is missing.
 RESUME_DEADLINE_S = 300.0
-DISK_FULL = "No space left on device"  # what the server says when it cannot extend a table (DiskFull, 53100)
-VARIANTS = ("b", "c", "d", "p", "o", "a2")  # a2: auto-commit, 100 messages a poll
+VARIANTS = registry.names(kind="consumer")  # any consumer in a group (the committed files: b, c, d, p, o, a2)
 
 
 class Supervised:
@@ -152,104 +147,23 @@ def all_applied_then_stop(pool: Supervised, events: int) -> tuple[int, bool]:
     return applied, stuck
 
 
-def forget_some(space, events: list, share: float) -> int:
-    """Retention forgets the first `share` of the events' inbox rows: the owner ages them 30 days
-    (processed_at, which the consumer may not touch), then retention.sql's delete keeps 14."""
-    doomed = [event_id for event_id, _ in events[:int(len(events) * share)]]
-    with psycopg.connect(space.admin, autocommit=True) as owner:
-        owner.execute("UPDATE processed_messages SET processed_at = processed_at - interval '30 days' "
-                      "WHERE message_id = ANY(%s)", (doomed,))
-    with psycopg.connect(harness.scoped_dsn(space.schema, RETENTION_DSN), autocommit=True) as forgetter:
-        return sum(inbox_retention.forget(forgetter, timedelta(days=14), 1000))
-
-
-def inject(fault: str, pool: Supervised, config: dict, proxy, role: str, later: list, disk, events: list) -> dict:
+def inject(spec: faults.Fault, scene: faults.Scene) -> dict:
     """One fault, healed before it returns; what it met."""
     # a consumer that exited since the last look is started again first, and given time to
     # reach its work: the fault meets a live consumer with something in flight
-    at_work = pool.working(config["events"])
-    target = pool.live[0]
-    if fault.startswith("pause-") and config.get("in_handler"):
-        # the tests: pause whichever consumer (or its server process) is stalled inside a transaction
+    pool, config = scene.pool, scene.config
+    scene.at_work = pool.working(config["events"])
+    scene.target = pool.live[0]
+    if spec.in_handler and config.get("in_handler"):
+        # the tests: aim at whichever consumer (or its server process) is stalled inside a transaction
         stalls = {id(w): w.counts.get("stalls", 0) for w in pool.live}
-        target = harness.wait_until(lambda: next((w for w in pool.live if w.counts.get("stalls", 0) >
-                                                  stalls.get(id(w), 0)), None), 120, "a handler to stall")
-    if fault == "pause-consumer":
-        seen = nemesis.pause(target.proc.pid, config["pause_s"], watch={
-            # the paused consumer's own backend, inside an open transaction
-            "in_transaction": lambda: nemesis.idle_in_transaction(target.application_name),
-            # another consumer of the run waiting on a row lock (the paused one's inbox row)
-            "lock_waited": lambda: nemesis.waiting_on_a_lock(role)})
-        return {"outage_s": config["pause_s"], "at_work": at_work, **seen}
-    if fault == "pause-postgres":
-        backend = harness.wait_until(lambda: nemesis.backend_of(target.application_name), 60,
-                                     "the consumer's server process")
-        seen = nemesis.pause(backend["pid"], config["pause_s"], watch={
-            "lock_waited": lambda: nemesis.waiting_on_a_lock(role)})
-        return {"outage_s": config["pause_s"], "at_work": at_work, "state": backend["state"],
-                "query": backend["query"], **seen}
-    if fault == "disk-full":
-        filled = disk.fill()
-        try:
-            pool.wait(config["outage_s"])
-        finally:
-            disk.free()
-        return {"outage_s": config["outage_s"], "filled_bytes": filled}
-    if fault == "offsets-expired":
-        applied, stuck = all_applied_then_stop(pool, config["events"])
-        forgotten = forget_some(pool.space, events, config["forgotten"]) if config["forgotten"] else 0
-        deadline = nemesis.offsets_retention_minutes() * 60 + 900  # and the broker's next check
-        waited = nemesis.offsets_expire(pool.space.group, pool.space.topic, config["partitions"], deadline,
-                                        delete=config["delete_group"])
-        pool.start()
-        return {"outage_s": waited, "forgotten": forgotten, "expired_by": "delete" if config["delete_group"]
-                else "retention", "applied_before": applied, "stuck_before": stuck}
-    if fault == "sigterm":
-        worker = pool.live[0]
-        stopped = nemesis.graceful_stop(worker, config["stop_deadline_s"])
-        pool.replace(worker)
-        return {"outage_s": stopped["exit_s"], **stopped}
-    if fault == "pg-max-connections":
-        worker = pool.live[0]
-        worker.kill()
-        with nemesis.connections_refused(role):
-            pool.replace(worker)
-            pool.wait(config["outage_s"])
-        return {"outage_s": config["outage_s"]}
-    if fault == "topic-recreated":
-        applied, stuck = all_applied_then_stop(pool, config["events"])
-        nemesis.recreate_topic(pool.space.topic)
-        harness.produce_events(pool.space.topic, later)
-        pool.start()
-        return {"outage_s": 0.0, "republished": len(later), "applied_before": applied, "stuck_before": stuck}
-    if fault == "lost-commit-reply":
-        proxy.arm()
-        end = time.monotonic() + 60
-        while not proxy.fired.wait(0.1):
-            pool.supervise()
-            if time.monotonic() > end or harness.distinct_applied(pool.space.admin) >= config["events"]:
-                proxy.disarm()  # nothing left to commit: this fault met nothing, and says so
-                break
-        return {"outage_s": 0.0, "dropped": proxy.dropped[-1] if proxy.fired.is_set() else None}
-    raise ValueError(fault)
-
-
-def restarts_naming(workers, cause: str) -> int:
-    """The restarts (worker.RESTARTED_LOG) whose logged error names `cause`, over every life."""
-    restarted = harness.COUNTED["restarted"]
-    return sum(1 for w in workers if w.log_path and w.log_path.exists()
-               for line in w.log_path.read_text(errors="replace").splitlines()
-               if restarted.search(line) and cause in line)
-
-
-def small_disk(fault: str):
-    """disk-full's tablespace on a small filesystem, made before the run's schema and dropped after it."""
-    if fault != "disk-full":
-        return contextlib.nullcontext()
-    return contextlib.closing(nemesis.SmallDisk())
+        scene.target = harness.wait_until(lambda: next((w for w in pool.live if w.counts.get("stalls", 0) >
+                                                        stalls.get(id(w), 0)), None), 120, "a handler to stall")
+    return spec.land(scene)
 
 
 def run_once(fault: str, variant: str, run: int, config: dict) -> dict:
+    spec = faults.get(fault)
     client = {key: config[key] for key in ("work_ms", "session_timeout_ms", "max_poll_interval_ms", "batch")}
     if config.get("in_handler"):  # every in_handler-th event's first handling stalls in_handler_s, in its transaction
         client.update(slow_every=config["in_handler"], slow_seconds=config["in_handler_s"])
@@ -259,36 +173,39 @@ def run_once(fault: str, variant: str, run: int, config: dict) -> dict:
     later = harness.make_events(config["events"], prefix=f"r{run}again", seed=config["seed"] + run + 1000)
     rng = random.Random(config["seed"] * 1000 + run)
     started, began = time.monotonic(), time.time()
-    once = {"topic-recreated", "offsets-expired"}  # faults that end a run's first part: one a run
-    with (small_disk(fault) as disk,
+    scene = faults.Scene(config=config, events=events, later=later, route=lambda dsn: dsn)
+    # the fault's own set-up for the whole run, made before the run's schema and left after it is
+    # dropped (disk-full: the small disk its tablespace is on)
+    with (spec.around_run(scene),
           harness.run_space("m10", f"{fault}-{variant}-r{run}", config["partitions"]) as space,
           nemesis.role_of_its_own(space.dsn) as dsn):
-        if disk is not None:
-            disk.take(space.schema)
+        scene.space = space
         if config["idle_tx_timeout_ms"]:
             options = conninfo_to_dict(dsn).get("options", "")
             dsn = make_conninfo(dsn, options=f"{options} -c idle_in_transaction_session_timeout="
                                              f"{config['idle_tx_timeout_ms']}")
-        role = conninfo_to_dict(dsn)["user"]
-        published = events + later if fault == "topic-recreated" else events
+        scene.role = conninfo_to_dict(dsn)["user"]  # the run's login role: a fault may refuse or watch it
+        # topic-recreated publishes `later` too: every event applied means its new events too
+        published = events + later if spec.republishes else events
         harness.produce_events(space.topic, events)
-        # every event applied: after a topic is made again, its new events too
-        target = len(published) if fault == "topic-recreated" else config["events"]
-        proxy, pool, drained, fault_log = None, None, None, []
+        target = len(published) if spec.republishes else config["events"]
+        pool, drained, fault_log, rig = None, None, [], contextlib.ExitStack()
         try:
-            if fault == "lost-commit-reply":
-                pg = stack.postgres_params()
-                proxy = nemesis.CommitReplyDropper(("127.0.0.1", pg["port"]))
-            pool = Supervised(variant, space, proxy.dsn(dsn) if proxy else dsn, args,
-                              f"faults-more-{fault}-{variant}-r{run}", 2 if fault.startswith("pause-") else 1)
+            # the fault's set-up before the consumers start, left after they stop: disk-full moves the
+            # run's tables onto its disk, lost-commit-reply routes the consumers through its proxy
+            rig.enter_context(spec.around_consumers(scene))
+            pool = Supervised(variant, space, scene.route(dsn), args, f"faults-more-{fault}-{variant}-r{run}",
+                              spec.consumers)
+            scene.pool = pool
+            scene.applied_then_stop = lambda: all_applied_then_stop(pool, config["events"])
             if not pool.live[0].wait_first_effect(120):
                 raise RuntimeError(f"a worker applied nothing:\n{pool.live[0].log_tail()}")
-            for k in range(1, (1 if fault in once else config["faults"]) + 1):
+            for k in range(1, (1 if spec.once else config["faults"]) + 1):  # a fault that ends the first part: once
                 pool.wait(rng.uniform(0.5, 1.5) * config["every_s"])  # seeded: the same moments for every variant
-                if harness.distinct_applied(space.admin) >= config["events"] and fault not in once:
+                if harness.distinct_applied(space.admin) >= config["events"] and not spec.once:
                     break  # nothing left in flight to meet
                 hit = time.time()
-                met = inject(fault, pool, config, proxy, role, later, disk, events)
+                met = inject(spec, scene)
                 healed, rows_before = time.monotonic(), harness.ledger_count(space.admin)
                 # until a credit after the fault, or nothing is left to credit: every event applied, or
                 # every message read and its offset committed (a variant that loses leaves no lag either)
@@ -313,10 +230,9 @@ def run_once(fault: str, variant: str, run: int, config: dict) -> dict:
         finally:
             if pool is not None:
                 pool.stop()
-            if proxy is not None:
-                proxy.close()
+            rig.close()
         counts, _ = checker.tally(pool.all)
-        on_disk_full = restarts_naming(pool.all, DISK_FULL) if fault == "disk-full" else None
+        tallied = spec.tally(pool.all) if spec.tally else {}  # disk-full: restarted_on_disk_full
         if drained:
             counts.update(drained["counts"])
         verdict = harness.verdict_of(published, space.admin)
@@ -325,7 +241,7 @@ def run_once(fault: str, variant: str, run: int, config: dict) -> dict:
             "faults": len(fault_log), **verdict, "skipped": counts.get("skipped", 0),
             "connect_refused": counts.get("connect_refused", 0), "restarted": counts.get("restarted", 0),
             "reconnected": counts.get("reconnected", 0),
-            **({"restarted_on_disk_full": on_disk_full} if on_disk_full is not None else {}),
+            **tallied,
             "exits": pool.exits + list(recovery.crashed) + list(drained["crashed"] if drained else ()),
             "lives": len(pool.all) + (1 if drained else 0),
             "longest_wait_s": checker.longest_wait(dict(published), credits),
@@ -339,7 +255,7 @@ def run_once(fault: str, variant: str, run: int, config: dict) -> dict:
 
 
 def summarise(runs: list[dict]) -> dict:
-    groups = [(f, v) for f in FAULTS for v in VARIANTS]
+    groups = [(f, v) for f in FAULTS for v in results.seen(runs)]
     summary = results.summarise_runs(
         runs, groups, key=lambda r: (r["fault"], r["variant"]), totals=("faults", "duplicates", "lost", "skipped"),
         extra=lambda mine: {"fault": mine[0]["fault"], "variant": mine[0]["variant"],
@@ -387,24 +303,22 @@ def parse_args(argv=None):
                  "max_poll_interval_ms")
     cli.at_least(parser, args, 0, "work_ms", "idle_tx_timeout_ms")
     cli.positive(parser, args, "every_s", "pause_s", "outage_s", "stop_deadline_s")
-    if args.fault == "pause-consumer" and args.pause_s * 1000 <= args.session_timeout_ms:
-        parser.error("--pause-s must outlast the session timeout, or nobody is evicted")
-    if args.fault == "pause-postgres" and args.pause_s * 1000 <= args.max_poll_interval_ms:
-        parser.error("--pause-s must outlast --max-poll-interval-ms, or the consumer keeps its partitions")
+    refused = faults.get(args.fault).check(args)
+    if refused:
+        parser.error(refused)
     if not 0 <= args.forgotten <= 1:
         parser.error("--forgotten is a share, from 0 to 1")
     return args
 
 
 def main(args) -> int:
-    if args.fault == "offsets-expired" and not args.delete_group and nemesis.offsets_retention_minutes() > 5:
-        print(f"offsets-expired waits out the broker's offsets.retention.minutes ({nemesis.offsets_retention_minutes()}"
-              " here): start a broker with a short one (docs/faults-more.md), or pass --delete-group",
-              file=sys.stderr)
+    before = faults.get(args.fault).before
+    try:
+        # offsets-expired: what the broker under test keeps, recorded with the runs it made
+        kept = before(args) if before else {}
+    except faults.Refused as refused:
+        print(refused, file=sys.stderr)
         return 2
-    # what the broker under test keeps, recorded with the runs it made
-    kept = ({"offsets_retention_minutes": nemesis.offsets_retention_minutes()}
-            if args.fault == "offsets-expired" and not args.delete_group else {})
     config = results.config_of(args, "fault", "variant", "out", "force", **kept)
     results.drive("measure_faults_more", args.out, config,
                   [{"fault": args.fault, "variant": v} for v in args.variant],

@@ -34,12 +34,13 @@ import time
 
 import psycopg
 
-from lab import checker, cli, harness, nemesis, results
+from lab import checker, cli, harness, nemesis, registry, results
+from lab.faults import partitions, restarts
 from variants import relay
 
 SOURCES = ("relay", "retries", "restart")
-VARIANTS = ("b", "c", "d")
-SHORTCUTS = ("offset-dedup", "upsert", "versioned")  # M9: the post's shortcuts meet the copies too
+VARIANTS = ("b", "c", "d")  # --variant all
+SHORTCUTS = registry.names(group="shortcuts")  # M9: the post's shortcuts meet the copies too (--variant shortcuts)
 STATEFUL = ("upsert", "versioned")  # their effect is a state per account: checked by stale_states()
 
 
@@ -110,21 +111,21 @@ def through_relay(space, events, config, seed, log_path) -> list[dict]:
 
 def with_retries(space, events_file, journal, config, idempotence, log_path) -> list[dict]:
     """One producer session in a namespace; its broker link cut, and the broker restarted once."""
-    ns = nemesis.isolated()
+    ns = partitions.isolated()
     try:
         publisher = harness.Worker("publisher", space.topic, space.group, space.dsn, log_path, (
             "--events-file", events_file, "--journal", journal, "--rate", config["rate"], "--idempotence",
             idempotence, "--socket-timeout-ms", config["socket_timeout_ms"]), prefix=ns.prefix)
         if not started(publisher, lambda: False):
             raise RuntimeError(f"the publisher acknowledged nothing:\n{publisher.log_tail()}")
-        kafka_port, _ = nemesis.service_ports()
+        kafka_port, _ = partitions.service_ports()
         fault_log = []
         for k in range(1, config["faults"] + 1):
             time.sleep(config["every_s"])
             if k == (config["faults"] + 1) // 2:
-                what, outage = "broker-restart", nemesis.broker_restart()
+                what, outage = "broker-restart", restarts.broker_restart()
             else:
-                what, outage = "cut", nemesis.cut(ns, kafka_port, config["outage_s"])
+                what, outage = "cut", partitions.cut(ns, kafka_port, config["outage_s"])
             fault_log.append({"fault": k, "what": what, "outage_s": round(outage, 2)})
         harness.wait_until(lambda: publisher.proc.poll() is not None, 600, "the publisher to finish")
         publisher.stop()
@@ -192,7 +193,7 @@ def key(r: dict) -> str:
 
 
 def summarise(runs: list[dict]) -> dict:
-    return results.summarise_runs(runs, [key(p) for p in plan_of(SOURCES, (*VARIANTS, *SHORTCUTS))], key=key,
+    return results.summarise_runs(runs, [key(p) for p in plan_of(SOURCES, results.seen(runs))], key=key,
                                   spreads=("log_copies", "log_missing", "duplicates", "lost", "faults", "wall_s"))
 
 
@@ -218,7 +219,7 @@ def parse_args(argv=None):
     parser = cli.measurement("M7b: publishers that publish twice, and what b, c and d make of the copies.",
                              str(results.RESULTS / "publish.json"), events=5000, keep=True)
     parser.add_argument("--source", required=True, choices=(*SOURCES, "all"))
-    parser.add_argument("--variant", required=True, choices=(*VARIANTS, *SHORTCUTS, "all", "shortcuts"),
+    parser.add_argument("--variant", required=True, choices=(*registry.names(kind="consumer"), "all", "shortcuts"),
                         help="all: b, c and d; shortcuts: the post's (offset-dedup, upsert, versioned)")
     parser.add_argument("--rate", type=float, default=500, help="events a second the application publishes")
     parser.add_argument("--kills", type=int, default=5, help="relay, restart: SIGKILLs a run")

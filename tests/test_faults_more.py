@@ -13,6 +13,7 @@ import pytest
 from psycopg import sql
 
 from lab import nemesis, stack
+from lab.pgproxy import CommitReplyDropper
 from measurements import measure_faults_more
 
 pytestmark = pytest.mark.usefixtures("services")
@@ -174,7 +175,7 @@ def test_a_topic_deleted_and_created_again_is_read_whole(variant):
 
 @pytest.fixture
 def dropper():
-    proxy = nemesis.CommitReplyDropper(("127.0.0.1", stack.postgres_params()["port"]))
+    proxy = CommitReplyDropper(("127.0.0.1", stack.postgres_params()["port"]))
     yield proxy
     proxy.close()
 

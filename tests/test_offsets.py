@@ -12,7 +12,8 @@ from psycopg.conninfo import make_conninfo
 
 import consume
 import publish
-from lab import harness, nemesis, worker
+from lab import harness, worker
+from lab.faults.topic_recreated import recreate_topic
 from lab.settings import BROKERS, SUPERUSER_DSN
 from variants import consume_offsets
 
@@ -157,7 +158,7 @@ def test_a_topic_deleted_and_created_again_is_read_from_its_beginning(topic, gro
         stop.set()
         thread.join(30)
     old_identity = consume_offsets.topic_identity(topic)
-    nemesis.recreate_topic(topic)
+    recreate_topic(topic)
     assert consume_offsets.topic_identity(topic) != old_identity
     harness.produce_events(topic, after)
     stop, thread = run_in_thread(consume_offsets.run_with_offsets, topic=topic, group=group, dsn=dsn)

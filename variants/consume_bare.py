@@ -15,7 +15,6 @@ Assumptions: consume_pipelined.py's.
 import contextlib
 import threading
 
-from consume import event_id_of
 from variants import consume_pipelined
 
 # What the lab runs of this file (lab/registry.py reads it without importing the module).
@@ -82,16 +81,7 @@ def run_bare(topic: str, group: str, **options) -> None:
 
 
 def run_worker(lab) -> None:
-    """The lab's entry point: p's loop with the bare statement with the handler's work before each statement; a
-    statement that applied something is the planted crash point."""
-    args = lab.args
+    """The lab's entry point: p's, with the bare statement."""
+    consume_pipelined.run_worker(lab, run=run_bare)
 
-    def after_statement(messages, outcome) -> None:
-        if outcome["applied"]:
-            lab.first_effect(event_id_of(messages[0]))
-            lab.committed([event_id_of(m) for m in messages])
-
-    run_bare(args.topic, args.group, batch=args.batch, connections=args.connections,
-             work=lambda events: lab.work(events.items()), stop=lab.stop, after_db_commit=after_statement,
-             **lab.overrides)
 

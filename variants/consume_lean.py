@@ -29,6 +29,7 @@ matter (and the lab's seq, for its stall); the others are not kept.
     python -m variants.consume_lean --batch 500
 """
 import contextlib
+import functools
 import gc
 import threading
 from typing import Annotated
@@ -36,7 +37,7 @@ from typing import Annotated
 import msgspec
 from confluent_kafka import Message
 
-from consume import MAX_EVENT_ID_BYTES, PoisonMessage, checked_event_id, event_id_of, parse_event
+from consume import MAX_EVENT_ID_BYTES, PoisonMessage, checked_event_id, parse_event
 from variants import consume_pipelined
 
 # What the lab runs of this file (lab/registry.py reads it without importing the module).
@@ -227,18 +228,9 @@ def run_lean(topic: str, group: str, parts=("decoding", "statement"), **options)
 
 
 def run_worker(lab) -> None:
-    """The lab's entry point: p's loop with the swaps with the handler's work before each statement; a
-    statement that applied something is the planted crash point."""
-    args = lab.args
+    """The lab's entry point: p's, with the swaps of the variant's step."""
+    consume_pipelined.run_worker(lab, run=functools.partial(run_lean, parts=STEPS[lab.args.variant]))
 
-    def after_statement(messages, outcome) -> None:
-        if outcome["applied"]:
-            lab.first_effect(event_id_of(messages[0]))
-            lab.committed([event_id_of(m) for m in messages])
-
-    run_lean(args.topic, args.group, STEPS[args.variant], batch=args.batch, connections=args.connections,
-             work=lambda events: lab.work(events.items()), stop=lab.stop, after_db_commit=after_statement,
-             **lab.overrides)
 
 
 

@@ -315,9 +315,10 @@ def run_pipelined(topic: str, group: str, *, batch: int = 500, connections: int 
             flow.close()
 
 
-def run_worker(lab) -> None:
+def run_worker(lab, run=None) -> None:
     """p, as the lab runs it: the handler's work for each batch before its statement; a
-    statement that applied something is the planted crash point."""
+    statement that applied something is the planted crash point. `run`: another loop with
+    run_pipelined's signature (p-lean's, p-bare's)."""
     args = lab.args
 
     def after_statement(msgs, outcome) -> None:
@@ -325,9 +326,10 @@ def run_worker(lab) -> None:
             lab.first_effect(event_id_of(msgs[0]))
             lab.committed([event_id_of(m) for m in msgs])
 
-    run_pipelined(args.topic, args.group, batch=args.batch, connections=args.connections,
-                  work=lambda events: lab.work(events.items()), stop=lab.stop, after_db_commit=after_statement,
-                  **lab.overrides)
+    (run or run_pipelined)(args.topic, args.group, batch=args.batch, connections=args.connections,
+                           work=lambda events: lab.work(events.items()), stop=lab.stop,
+                           after_db_commit=after_statement, **lab.overrides)
+
 
 
 def main() -> None:
