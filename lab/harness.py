@@ -36,7 +36,7 @@ from lab import worker as worker_script
 from lab.publishing import publish_acknowledged
 from lab.settings import ADMIN_DSN, BROKERS, DSN, PROVIDER_DSN, PUBLISHER_DSN, RESULTS, ROOT
 from publish import ensure_topic, make_producer
-from variants import common, consume_eos, consume_external, provider
+from variants import common, provider
 
 ACCOUNTS = 100
 
@@ -489,6 +489,15 @@ def _starts(text: str) -> str:
     return re.escape(text.split("%", 1)[0])
 
 
+def said_by(path: str, name: str) -> str:
+    """A line's format as the variant that prints it defines it, read from its source and not
+    imported: every run counts these lines, and only a run of that variant loads its code."""
+    return registry.constant(ROOT / path, name)
+
+
+LEASE_RUNNING_OUT = "LeaseRunningOut"  # consume_external's exception, as a traceback's last line names it
+
+
 # kind -> pattern; a pattern with a group counts kind:group (e.g. commit_failed:UNKNOWN_MEMBER_ID).
 COUNTED = {
     "skipped": re.compile(_starts(consume.SKIPPED_LOG)),
@@ -498,7 +507,7 @@ COUNTED = {
     "restarted": re.compile(_starts(worker_script.RESTARTED_LOG)),  # c, b: stopped on a lost database, restarted
     "reconnected": re.compile(_starts(common.RECONNECTED_LOG)),  # the variants that keep their connection
     "connect_refused": re.compile(_starts(consume.CONNECT_RETRY_LOG)),  # a first connection, waited for
-    "aborted": re.compile(_starts(consume_eos.ABORTED_LOG)),  # e, f: a Kafka transaction aborted
+    "aborted": re.compile(_starts(said_by("variants/consume_eos.py", "ABORTED_LOG"))),  # e, f: a transaction aborted
     "planted_crashes": re.compile(_starts(worker_script.CRASHING_LOG)),
     # librdkafka's own line (the app's error event repeats it), or as a framework's logger prints
     # it: "MAXPOLL [<client name>#consumer-N]" (rdkafka, or FastStream's own client.id)
@@ -507,8 +516,8 @@ COUNTED = {
     "stalls_over": re.compile(_starts(worker_script.STALL_OVER_LOG)),
     "ack_failed": re.compile(_starts(worker_script.ACK_FAILED_LOG) + r"(\S+)"),
     # External effects: a lease that ran short (the exception's last line), or was taken over.
-    "lease_short": re.compile(consume_external.LeaseRunningOut.__name__ + ": "),
-    "lease_taken_over": re.compile(_starts(consume_external.LEASE_TAKEN_OVER_LOG)),
+    "lease_short": re.compile(LEASE_RUNNING_OUT + ": "),
+    "lease_taken_over": re.compile(_starts(said_by("variants/consume_external.py", "LEASE_TAKEN_OVER_LOG"))),
     "provider_failed": re.compile(provider.ProviderError.__name__ + ": "),
     "died_of_deadlock": re.compile(r"DeadlockDetected: "),  # a traceback's last line: what #13 fixed
 }

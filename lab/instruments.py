@@ -25,7 +25,6 @@ from confluent_kafka import Consumer
 
 import consume
 from lab.settings import BROKERS, DSN
-from variants import consume_batched, consume_pipelined
 
 VARIANTS = {
     "raw": {"label": "raw: the client alone, no DB, no commits", "kind": "self-timed", "reads": ["batch"],
@@ -102,6 +101,8 @@ def run_db_ceiling(variant: str, count: int, batch: int, report, connections: in
     `connections` connections at once (each takes the next batch when it is free); report the
     rate. The credits look like the harness's (accounts 1..`accounts`, amounts 1..100), with IDs
     of their own."""
+    from variants import consume_batched, consume_pipelined  # db's and db-d's code, not raw's
+
     rng = random.Random(count)
     credits = [(f"db-{n}", {"account_id": rng.randint(1, accounts), "amount": rng.randint(1, 100)})
                for n in range(1, count + 1)]

@@ -14,6 +14,7 @@ hands them to heard(), and the run's record is this process's files and the work
 """
 import contextlib
 import hashlib
+import os
 import re
 import sys
 import threading
@@ -54,14 +55,6 @@ def repo_path(path) -> str | None:
     return relative.as_posix() if relative.suffix in KINDS else None
 
 
-def digest(relative: str, root: Path = ROOT) -> str:
-    """The first 12 hex digits of the file's SHA-256, or "gone" if it is not there."""
-    try:
-        return hashlib.sha256((root / relative).read_bytes()).hexdigest()[:12]
-    except OSError:
-        return "gone"
-
-
 @contextlib.contextmanager
 def unrecorded():
     """Open files inside the block without recording them: for reading what is not run (the
@@ -74,16 +67,22 @@ def unrecorded():
         _state.busy = before
 
 
+def digest(relative: str, root: Path = ROOT) -> str:
+    """The first 12 hex digits of the file's SHA-256, or "gone" if it is not there. Hashing
+    a file is not loading it: checking old runs against the tree records nothing."""
+    try:
+        with unrecorded():
+            return hashlib.sha256((root / relative).read_bytes()).hexdigest()[:12]
+    except OSError:
+        return "gone"
+
+
 def note(path) -> None:
     """Record a file this process loaded (and tell the harness, in a worker)."""
     relative = repo_path(path)
     if relative is None or relative in _mine:
         return
-    _state.busy = True
-    try:
-        hashed = digest(relative)
-    finally:
-        _state.busy = False
+    hashed = digest(relative)
     with _lock:
         if relative in _mine:
             return
@@ -96,16 +95,21 @@ ROOT_TEXT = str(ROOT)
 
 
 def _hook(event: str, args: tuple) -> None:
-    if event != "open" or not args or getattr(_state, "busy", False) or not isinstance(args[0], (str, Path)):
+    if event != "open" or not args or getattr(_state, "busy", False) or isinstance(args[0], int):
         return
-    text = str(args[0])
+    try:
+        text = os.fsdecode(args[0])  # str, bytes or a path-like
+    except TypeError:
+        return
     if text.startswith("/") and not text.startswith(ROOT_TEXT):  # the common case, decided cheaply
         return
     note(text)
 
 
 def print_line(relative: str, hashed: str) -> None:
-    print(LOADED_LOG % (relative, hashed), file=sys.stderr, flush=True)
+    # one write, so that no other thread's line (nor librdkafka's) lands inside this one
+    sys.stderr.write(LOADED_LOG % (relative, hashed) + "\n")
+    sys.stderr.flush()
 
 
 def watch(emit=None) -> None:

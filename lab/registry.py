@@ -44,6 +44,8 @@ EXTRA = "LAB_EXTRA_VARIANTS"  # more declaring files outside them (paths, os.pat
 # the group's timeouts and protocol.
 COMMON = ("work_ms", "session_timeout_ms", "heartbeat_interval_ms", "max_poll_interval_ms", "group_protocol",
           "slow_every", "slow_seconds")
+# The flags a variant may read beyond COMMON (harness config keys, worker flags' names).
+READS = ("batch", "connections", "lanes", "window", "every", "policy", "lease_s", "provider_url", "crash_after")
 KINDS = ("consumer", "share", "external", "relay", "eos", "self-timed", "producer")
 FIELDS = ("label", "kind", "reads", "needs", "crash_points", "groups", "setup", "venv", "run")
 
@@ -72,21 +74,42 @@ class DeclarationError(Exception):
     """A VARIANTS literal that cannot be read, or says something the registry cannot use."""
 
 
+def constant(path: Path, name: str):
+    """The value of a module's top-level `name = <literal>` (the last one, as Python binds it),
+    read from its source without running it; None if it binds none. DeclarationError if the
+    value is no literal, or the source does not parse."""
+    try:
+        with provenance.unrecorded():  # reading a declaration runs nothing (see the docstring)
+            source = Path(path).read_text()
+    except OSError as e:
+        raise DeclarationError(f"{path}: cannot be read ({e.strerror})") from None
+    if name not in source:
+        return None
+    try:
+        body = ast.parse(source).body
+    except SyntaxError as e:
+        raise DeclarationError(f"{path}:{e.lineno}: {e.msg}") from None
+    found = None
+    for node in body:
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) \
+            else []
+        if any(isinstance(t, ast.Name) and t.id == name for t in targets):
+            if node.value is None:
+                continue  # an annotation alone binds nothing
+            try:
+                found = ast.literal_eval(node.value)
+            except ValueError as e:
+                raise DeclarationError(f"{path}: {name} must be a literal ({e})") from None
+    return found
+
+
 def declared_in(path: Path) -> dict | None:
     """The VARIANTS literal of one module's source, or None if it declares none."""
-    with provenance.unrecorded():  # reading a declaration runs nothing (see the docstring)
-        source = path.read_text()
-    if "VARIANTS" not in source:
-        return None
-    for node in ast.parse(source).body:
-        if isinstance(node, (ast.Assign, ast.AnnAssign)):
-            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-            if any(isinstance(t, ast.Name) and t.id == "VARIANTS" for t in targets):
-                try:
-                    return ast.literal_eval(node.value)
-                except ValueError as e:
-                    raise DeclarationError(f"{path}: VARIANTS must be a literal ({e})") from None
-    return None
+    declared = constant(path, "VARIANTS")
+    if declared is not None and not (isinstance(declared, dict) and all(isinstance(v, dict)
+                                                                         for v in declared.values())):
+        raise DeclarationError(f"{path}: VARIANTS must be a dict from each variant's name to a dict of its fields")
+    return declared
 
 
 def variant_of(name: str, fields: dict, module: str, path: Path | None = None) -> Variant:
@@ -96,6 +119,13 @@ def variant_of(name: str, fields: dict, module: str, path: Path | None = None) -
                                                                  else "needs a label"))
     if fields.get("kind", "consumer") not in KINDS:
         raise DeclarationError(f"{module}: variant {name!r} has kind {fields['kind']!r}; one of {', '.join(KINDS)}")
+    for listed in ("reads", "needs", "crash_points", "groups"):
+        value = fields.get(listed, [])
+        if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
+            raise DeclarationError(f"{module}: variant {name!r}: {listed} must be a list of names, not {value!r}")
+    if set(fields.get("reads", ())) - set(READS):
+        raise DeclarationError(f"{module}: variant {name!r} reads {sorted(set(fields['reads']) - set(READS))}; "
+                               f"a variant may read {', '.join(READS)}")
     return Variant(name=name, module=module, label=fields["label"], kind=fields.get("kind", "consumer"),
                    reads=frozenset(fields.get("reads", ())), needs=frozenset(fields.get("needs", ())),
                    crash_points=tuple(fields.get("crash_points", ())),
@@ -158,12 +188,18 @@ def python_for(name: str) -> str:
 
 
 def setup_sql(name: str) -> str | None:
-    """The SQL a variant needs in its run's schema, if any (a constant's name is looked up in
-    its module, which is then loaded here: that SQL shapes the run)."""
+    """The SQL a variant needs in its run's schema, if any: its declaration's setup, or the
+    literal constant of its module that the setup names (read, not run: the worker that runs
+    the variant loads the module, and records it)."""
     variant = get(name)
-    if variant.setup and variant.setup.isidentifier():
-        return getattr(module_of(name), variant.setup)
-    return variant.setup
+    if not (variant.setup and variant.setup.isidentifier()):
+        return variant.setup
+    path = Path(variant.path) if variant.path else ROOT / (variant.module.replace(".", "/") + ".py")
+    sql = constant(path, variant.setup)
+    if not isinstance(sql, str):
+        raise DeclarationError(f"{variant.module}: variant {name!r}'s setup names {variant.setup}, which is not a "
+                               "string literal of the module")
+    return sql
 
 
 def prepare(name: str, dsn: str) -> None:

@@ -302,6 +302,8 @@ def parse_args(argv=None):
         by_hand = ", ".join(registry.names(reads="crash_after"))
         parser.error(f"--crash-after needs a variant that commits by hand ({by_hand})")
     for needed in sorted(variant.needs):
+        if not hasattr(args, needed):
+            parser.error(f"variant {args.variant} needs --{needed.replace('_', '-')}, which the worker does not take")
         if not getattr(args, needed):
             parser.error(f"--variant {args.variant} needs --{needed.replace('_', '-')}")
     if "expect" in variant.needs and args.expect < 2:

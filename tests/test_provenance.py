@@ -21,6 +21,13 @@ def test_a_file_read_after_watching_is_recorded_with_its_hash():
     assert provenance.digest("no/such/file.py") == "gone"
 
 
+def test_checking_a_file_against_a_run_is_not_loading_it():
+    provenance.watch()
+    never_imported_here = "variants/consume_quix.py"  # it runs in .venv-quix alone
+    assert provenance.changed_since({never_imported_here: "0" * 12}) == [never_imported_here]
+    assert never_imported_here not in provenance.loaded()
+
+
 def test_the_changed_files_are_those_whose_content_differs_now(tmp_path):
     (tmp_path / "a.py").write_text("A = 1\n")
     (tmp_path / "b.sql").write_text("SELECT 1;\n")

@@ -34,6 +34,36 @@ def test_a_declaration_that_is_not_a_literal_or_has_an_unknown_field_is_refused(
         registry.variant_of("x", {"label": "x: y", "kind": "daemon"}, "bad_variant")
 
 
+def test_a_declaration_reads_as_python_would_bind_it_or_says_what_is_wrong(tmp_path):
+    module = tmp_path / "m.py"
+    module.write_text("VARIANTS = {'x': {'label': 'x: one'}}\nVARIANTS = {'y': {'label': 'y: two'}}\n")
+    assert registry.declared_in(module) == {"y": {"label": "y: two"}}  # the last binding, as import would
+    for source, says in (("VARIANTS = ('x',)\n", "must be a dict"), ("VARIANTS = {\n", "never closed"),
+                         ("VARIANTS: dict\n", None)):
+        module.write_text(source)
+        if says is None:
+            assert registry.declared_in(module) is None
+        else:
+            with pytest.raises(registry.DeclarationError, match=says):
+                registry.declared_in(module)
+    with pytest.raises(registry.DeclarationError, match="list of names"):
+        registry.variant_of("x", {"label": "x: y", "reads": "batch"}, "m")
+    with pytest.raises(registry.DeclarationError, match="a variant may read"):
+        registry.variant_of("x", {"label": "x: y", "reads": ["bacth"]}, "m")
+
+
+def test_what_the_harness_reads_of_a_variant_without_loading_it_is_what_the_variant_says():
+    from variants import consume_eos, consume_external, consume_lean, shortcuts
+
+    assert harness.said_by("variants/consume_eos.py", "ABORTED_LOG") == consume_eos.ABORTED_LOG
+    assert harness.said_by("variants/consume_external.py", "LEASE_TAKEN_OVER_LOG") == \
+        consume_external.LEASE_TAKEN_OVER_LOG
+    assert harness.LEASE_RUNNING_OUT == consume_external.LeaseRunningOut.__name__
+    assert registry.setup_sql("p-lean") == consume_lean.LEDGER_WITHOUT_FOREIGN_KEY
+    assert registry.setup_sql("upsert") == registry.setup_sql("versioned") == shortcuts.STATE_TABLE
+    assert registry.setup_sql("c") is None
+
+
 def test_a_variant_gets_only_the_flags_it_reads():
     config = {"work_ms": 5, "batch": 50, "connections": 2, "lanes": 4, "crash_after": "r1-7", "policy": "keys"}
     assert harness.worker_args("c", config) == ("--work-ms", 5, "--crash-after", "r1-7")
