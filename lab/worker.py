@@ -301,13 +301,13 @@ def parse_args(argv=None):
     if args.crash_after and "crash_after" not in variant.reads:
         by_hand = ", ".join(registry.names(reads="crash_after"))
         parser.error(f"--crash-after needs a variant that commits by hand ({by_hand})")
+    if "expect" in variant.needs and args.expect < 2:
+        parser.error(f"--variant {args.variant} needs --expect N (N >= 2): the credits to time")
     for needed in sorted(variant.needs):
         if not hasattr(args, needed):
             parser.error(f"variant {args.variant} needs --{needed.replace('_', '-')}, which the worker does not take")
         if not getattr(args, needed):
             parser.error(f"--variant {args.variant} needs --{needed.replace('_', '-')}")
-    if "expect" in variant.needs and args.expect < 2:
-        parser.error(f"--variant {args.variant} needs --expect N (N >= 2): the credits to time")
     if args.lanes < 1 or args.window < 1 or args.connections < 1:
         parser.error("--lanes, --window and --connections must be at least 1")
     if args.batch < 1:

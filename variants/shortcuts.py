@@ -32,12 +32,12 @@ from publish import ensure_topic, make_producer
 
 # What the lab runs of this file (lab/registry.py reads it without importing the module).
 VARIANTS = {
+    "offset-dedup": {"label": "offset-dedup: the inbox keyed on topic, partition and offset", "groups": ["shortcuts"],
+                     "reads": ["crash_after"]},
     "upsert": {"label": "upsert: the account's state set by key, no inbox", "groups": ["shortcuts"],
                "reads": ["crash_after"], "setup": "STATE_TABLE"},
     "versioned": {"label": "versioned: the same upsert, only if the event is newer", "groups": ["shortcuts"],
                   "reads": ["crash_after"], "setup": "STATE_TABLE"},
-    "offset-dedup": {"label": "offset-dedup: the inbox keyed on topic, partition and offset", "groups": ["shortcuts"],
-                     "reads": ["crash_after"]},
 }
 # upsert's and versioned's state by business key (last_seq is versioned's version), made by the
 # schema's owner in the run's schema before the worker starts: the consumer's role may not run DDL
