@@ -1,17 +1,19 @@
 """The hand-written sentences of README.md and docs/ that state a measured outcome, each
-with the check that keeps it true.
+with the check that keeps it true, by name.
 
 Tables and their footers are generated (report.py). Prose that reads them ("every eviction
 cost b a duplicate") is written by hand, so it can outlive the figures that bore it out:
-a re-measured file may say otherwise. Each entry names a page, the sentence as it reads
-there (whitespace aside), and a predicate over the results files. `report.py --check` (a
-test) fails when a predicate no longer holds, or when its sentence has left the page, so
-that a sentence is reworded, or its entry dropped, in the same change that moves it.
+a re-measured file may say otherwise. Each such sentence stands between markers that name
+it, <!-- claim:NAME -->...<!-- /claim -->, and each entry here pairs that name with a
+predicate over the results files. `report.py --check` (a test) fails when a predicate no
+longer holds, when a name is not marked exactly once, or when a marked sentence has no
+entry: a sentence may be reworded freely, and keeps its check as long as it keeps its marker.
 
 A sentence whose results file is missing is not checked (the page says the file is
 missing in the generated section beside it).
 """
 import json
+import re
 import statistics
 
 from lab import results
@@ -169,32 +171,31 @@ def every_run(name: str, **where):
 
 CLAIMS = [
     # M1
-    ("docs/caveats.md", "c's zeros do not depend on either",
+    ("caveats.c-zeros-do-not-depend",
      lambda: total(runs("kill.json", variant="c"), "duplicates") + total(runs("kill.json", variant="c"), "lost") == 0),
-    ("docs/caveats.md", "it is not zero, and every b duplicate left a balance wrong",
+    ("caveats.not-zero-every-b-duplicate",
      lambda: total(runs("kill.json", variant="b"), "duplicates") > 0
      and all(not r["balances_exact"] for r in runs("kill.json", variant="b") if r["duplicates"])),
     # how the machine was shared
     # M2
-    ("README.md", "Every eviction cost b a duplicate and c a skip",
+    ("readme.every-eviction-cost-b-duplicate",
      lambda: all(r["duplicates"] == r["evictions"] for r in zombie("b"))
      and all(r["skipped"] >= r["evictions"] and r["duplicates"] == 0 for r in zombie("c"))),
-    ("README.md", "so it skips hundreds of messages per eviction and duplicates none",
+    ("readme.skips-hundreds-messages-per-eviction",
      lambda: total(zombie("d"), "duplicates") == 0 and total(zombie("d"), "skipped") >= 100 * total(zombie("d"),
                                                                                                      "evictions")),
-    ("README.md", "Often that was another member; sometimes it was the zombie itself",
+    ("readme.often-another-member-sometimes-zombie",
      lambda: total(zombie("b"), "moved_to_other") > total(zombie("b"), "back_to_zombie") > 0),
-    ("README.md", "the zombie's commit was accepted and it got its partitions straight back",
+    ("readme.zombie-commit-accepted-got-partitions",
      lambda: total(zombie("b", "consumer"), "back_to_zombie") >= 0.9 * total(zombie("b", "consumer"), "evictions")),
-    ("README.md", "so b mostly did *not* duplicate",
+    ("readme.b-mostly-did-not-duplicate",
      lambda: 2 * total(zombie("b", "consumer"), "duplicates") < total(zombie("b", "consumer"), "evictions")),
-    ("README.md", "and b duplicates once per eviction again, while c skips",
+    ("readme.b-duplicates-once-per-eviction",
      lambda: all(r["duplicates"] == r["evictions"] for r in zombie("b", "consumer", "-stall20"))
      and total(zombie("c", "consumer", "-stall20"), "duplicates") == 0
      and total(zombie("c", "consumer", "-stall20"), "skipped") > 0),
     # #31, the inbox's own cost at batch scale (docs/throughput.md)
-    ("docs/throughput.md", "the claim took close to a fifth of p's rate and of its CPU per message (the medians), "
-                           "nearly all of that in the Postgres backend",
+    ("throughput.claim-took-close-fifth-p",
      lambda: (lambda rate, cpu, s: 0.14 <= 1 - rate["median"] <= 0.25 and 0.14 <= 1 - 1 / cpu["median"] <= 0.25
               and s["p"]["cpu_us_per_msg"]["postgres_backends"]["median"]
               - s["p-bare"]["cpu_us_per_msg"]["postgres_backends"]["median"]
@@ -202,14 +203,13 @@ CLAIMS = [
                         - s["p-bare"]["cpu_us_per_msg"]["total"]["median"]))(
          report_pair("p", "p-bare", "msgs_per_s"), report_pair("p", "p-bare", "cpu"),
          document("throughput-bare.json")["summary"]["variants"])),
-    ("docs/throughput.md", "it nearly doubled the WAL written per credit",
+    ("throughput.nearly-doubled-wal-written-per",
      lambda: 1.6 <= report_pair("p", "p-bare", "wal_bytes_per_msg")["median"] <= 2.2),
     # #31, retention beside a running p (docs/throughput.md)
-    ("docs/throughput.md", "The batched delete wrote three to four times the WAL p wrote alone",
+    ("throughput.batched-delete-wrote-three-four",
      lambda: 3 <= document("retention-load.json")["summary"]["delete"]["wal_mb"]["median"]
      / document("retention-load.json")["summary"]["alone"]["wal_mb"]["median"] <= 4),
-    ("docs/throughput.md", "and ran for seconds beside p; dropping the same days, or detaching them first, took "
-                           "under a fifth of the delete's time and wrote no more WAL than p alone on that layout",
+    ("throughput.ran-seconds-beside-p-dropping",
      lambda: all(r["retention_s"] >= 1 and r["retention_within_window"] for r in runs("retention-load.json",
                                                                                        mode="delete"))
      and all(r["retention_s"] < 0.2 * document("retention-load.json")["summary"]["delete"]["retention_s"]["median"]
@@ -217,379 +217,357 @@ CLAIMS = [
      and all(document("retention-load.json")["summary"][m]["wal_mb"]["median"]
              <= 1.02 * document("retention-load.json")["summary"]["partitioned"]["wal_mb"]["median"]
              for m in ("drop", "detach"))),
-    ("docs/throughput.md", "no mode's median longest stall reached a tenth of a second, and the drop's stayed within "
-                           "the range of p alone on the partitioned inbox",
+    ("throughput.no-mode-median-longest-stall",
      lambda: all(s["longest_stall_ms"]["median"] < 100 for s in document("retention-load.json")["summary"].values())
      and document("retention-load.json")["summary"]["drop"]["longest_stall_ms"]["median"]
      <= document("retention-load.json")["summary"]["partitioned"]["longest_stall_ms"]["max"]),
-    ("docs/throughput.md", "p was faster on the partitioned inbox alone than on the unpartitioned one",
+    ("throughput.p-faster-partitioned-inbox-alone",
      lambda: document("retention-load.json")["summary"]["partitioned"]["msgs_per_s"]["median"]
      > document("retention-load.json")["summary"]["alone"]["msgs_per_s"]["median"]),
     # M8 (docs/cluster.md)
-    ("docs/cluster.md", "with acks=all no acknowledged record went missing from the log, c, d and o applied every "
-                        "credit once through every leader and controller move",
+    ("cluster.acks-all-no-acknowledged-record",
      lambda: total(runs("cluster.json", acks="all"), "acked_missing") == 0
      and all(r["duplicates"] == r["lost"] == 0 for r in nonempty([
          r for r in runs("cluster.json") if r["variant"] in ("c", "d", "o") and not r["fault"].startswith("pg-")]))),
-    ("docs/cluster.md", "every variant that keeps its offset in Kafka (b, c, d) then loses what the window held, "
-                        "while o, whose offsets fail over with its credits, loses nothing",
+    ("cluster.every-variant-keeps-offset-kafka",
      lambda: all(total(runs("cluster.json", fault="pg-failover-stalled", replication="async", variant=v), "lost") > 0
                  for v in "bcd")
      and total(runs("cluster.json", fault="pg-failover-stalled", variant="o"), "lost") == 0),
-    ("docs/cluster.md", "With a synchronous standby a confirmed commit is on both servers, and the failover forgets "
-                        "nothing",
+    ("cluster.synchronous-standby-confirmed-commit-both",
      lambda: total(runs("cluster.json", replication="sync"), "lost") == 0),
-    ("docs/cluster.md", "The acks=1 rows caught none",
+    ("cluster.acks-1-rows-caught-none",
      lambda: total(runs("cluster-acks1.json", acks="1"), "acked_missing") == 0),
     # M4b
-    ("README.md", "The alarm said so first, every time",
+    ("readme.alarm-said-first-every-time",
      lambda: all(r["alarm"] for r in nonempty([r for r in runs("retention.json")
                                                if r["variant"] != "v7" and r["window"] != "longer"]))),
-    ("README.md", "A window equal to the replay's reach is not enough",
+    ("readme.window-equal-replay-reach-not",
      lambda: all(total(runs("retention.json", variant=v, window="equal"), "duplicates") > 0 for v in "cdp")),
-    ("README.md", "so at the equal window it still held the old day; one day shorter, it refused the old IDs as too "
-                  "old to check and dead-lettered them, instead of applying them blind",
+    ("readme.equal-window-still-held-old",
      lambda: total(runs("retention.json", variant="v7", window="equal"), "duplicates") == 0
      and total(runs("retention.json", variant="v7", window="shorter"), "duplicates") == 0
      and total(runs("retention.json", variant="v7", window="shorter"), "dead_lettered") > 0),
     # M6, reconnect or exit
-    ("README.md", "Neither duplicates nor loses; c starts crediting again a little later",
+    ("readme.neither-duplicates-nor-loses-c",
      lambda: all(r["duplicates"] == r["lost"] == 0 for r in runs("faults-reconnect.json"))
      and document("faults-reconnect.json")["summary"]["pg-restart/c"]["resume_s"]["median"]
      > document("faults-reconnect.json")["summary"]["pg-restart/c-reconnect"]["resume_s"]["median"]),
     # M6
-    ("docs/faults.md", "No fault cost c or d a credit or a duplicate",
+    ("faults.no-fault-cost-c-or",
      lambda: all(r["duplicates"] == r["lost"] == 0 for r in runs("faults.json", variant="c") + runs("faults.json",
                                                                                                    variant="d"))),
-    ("docs/faults.md", "duplicated under every fault that separates its database commit from its offset commit. A "
-                       "database restart rarely does",
+    ("faults.duplicated-under-every-fault-separates",
      lambda: all(total(runs("faults.json", fault=f, variant="b"), "duplicates") > 0
                  for f in ("broker-restart", "partition-broker", "partition-db", "share-lock"))
      and total(runs("faults.json", fault="pg-restart", variant="b"), "duplicates")
      <= total(runs("faults.json", fault="pg-restart", variant="b"), "faults") // 5),
-    ("docs/faults.md", "c skipped them all",
+    ("faults.c-skipped-them-all",
      lambda: total(runs("faults.json", fault="share-lock", variant="c"), "duplicates") == 0
      and total(runs("faults.json", fault="share-lock", variant="c"), "skipped")
      >= total(runs("faults.json", fault="share-lock", variant="b"), "duplicates")),
     # M10
-    ("docs/faults-more.md", "every lost reply is a second credit",
+    ("faults-more.every-lost-reply-second-credit",
      lambda: (lambda b: total(b, "duplicates") == total(b, "faults") > 0)(
          runs("faults-more.json", fault="lost-commit-reply", variant="b"))),
-    ("docs/faults-more.md", "reads the committed offset back from the database and does not read the message again "
-                            "at all",
+    ("faults-more.reads-committed-offset-back-from",
      lambda: (lambda o: total(o, "skipped") == total(o, "duplicates") == total(o, "lost") == 0 < total(o, "faults"))(
          runs("faults-more.json", fault="lost-commit-reply", variant="o"))),
-    ("docs/faults-more.md", "the rest of that batch is never credited",
+    ("faults-more.rest-batch-never-credited",
      lambda: total(runs("faults-more.json", fault="lost-commit-reply", variant="a2"), "lost") > 0),
-    ("docs/faults-more.md", "Once the disk has room the message is read again and applied once",
+    ("faults-more.once-disk-has-room-message",
      lambda: all(r["duplicates"] == r["lost"] == 0 for v in "bcdop" for r in runs("faults-more.json", fault="disk-full",
                                                                                  variant=v))),
-    ("docs/faults-more.md", "commits the offsets of everything that poll handed over: the rest of it is lost",
+    ("faults-more.commits-offsets-everything-poll-handed",
      lambda: total(runs("faults-more.json", fault="disk-full", variant="a2"), "lost") > 0),
     # M5
-    ("docs/external.md", "Retrying charges twice exactly when the first attempt had landed, and never loses one",
+    ("external.retrying-charges-twice-exactly-when",
      lambda: total(runs("external.json", variant="retry"), "lost") == 0),
-    ("docs/external.md", "and never charges twice",
+    ("external.never-charges-twice",
      lambda: total(runs("external.json", variant="skip"), "duplicates") == 0),
-    ("docs/external.md", "Retry's duplicates outnumber its planted crashes",
+    ("external.retry-duplicates-outnumber-planted-crashes",
      lambda: total(runs("external.json", variant="retry"), "duplicates")
      > total(runs("external.json", variant="retry"), "crashed_after_call")),
-    ("docs/external.md", "Skip's losses are mostly the planted ones",
+    ("external.skip-losses-are-mostly-planted",
      lambda: 0.5 * total(runs("external.json", variant="skip"), "lost")
      < total(runs("external.json", variant="skip"), "crashed_before_call")
      <= total(runs("external.json", variant="skip"), "lost")),
-    ("docs/external.md", "The lease counts should stay at zero on loopback",
+    ("external.lease-counts-should-stay-zero",
      lambda: all(r["lease_short"] == r["lease_taken_over"] == 0 for r in runs("external.json"))),
     # M7a
-    ("docs/eos.md", "The output topic, read as a downstream consumer reads it, is where Kafka's",
+    ("eos.output-topic-read-downstream-consumer",
      lambda: all(r["topic_copies"] == r["topic_missing"] == 0 for r in landed("eos.json"))
      and all(r["aborted_copies"] > 0 for r in landed("eos.json", point="kill"))),
-    ("docs/eos.md", "e applies each one a second time. f's inbox rows were committed",
+    ("eos.e-applies-each-one-second",
      lambda: all(r["duplicates"] > 0 for p in ("kill", "pg-committed")
                  for r in landed("eos.json", variant="e", point=p))
      and all(r["duplicates"] == r["lost"] == 0 and r["balances_exact"] for r in landed("eos.json", variant="f"))),
-    ("docs/eos.md", "e's duplicates run a\nlittle above its aborted output copies",
+    ("eos.e-duplicates-run-little-above",
      lambda: all(total(rows, "aborted_copies") <= total(rows, "duplicates") <= 1.1 * total(rows, "aborted_copies")
                  for rows in (landed("eos.json", variant="e", point=p) for p in ("kill", "pg-committed")))),
-    ("docs/eos.md", "A crash right\nafter Kafka's commit left nothing owed, and both variants stayed exact there.",
+    ("eos.crash-right-after-kafka-commit",
      lambda: all(r["duplicates"] == r["lost"] == 0 and r["balances_exact"]
                  for r in landed("eos.json", point="kafka-committed"))),
     # M7b
-    ("docs/eos.md", "in every row b applied each copy (its duplicates are the log's copies) while c and d applied none",
+    ("eos.every-row-b-applied-each",
      lambda: all(r["duplicates"] == r["log_copies"] for r in runs("publish.json", variant="b"))
      and all(r["duplicates"] == 0 for r in runs("publish.json", variant="c") + runs("publish.json", variant="d"))),
-    ("docs/eos.md", "A single producer session with idempotence on wrote no copy",
+    ("eos.single-producer-session-idempotence-wrote",
      lambda: total(runs("publish.json", source="retries", idempotence="on"), "log_copies") == 0),
     # M9
-    ("docs/frameworks.md", "**fs-default** duplicates on every run",
+    ("frameworks.fs-default-duplicates-every-run",
      lambda: all(r["duplicates"] > 0 for r in runs("kill-frameworks.json", variant="fs-default"))),
-    ("docs/frameworks.md", "**qx-eos** duplicates nothing under random kills",
+    ("frameworks.qx-eos-duplicates-nothing-under",
      lambda: total(runs("kill-frameworks.json", variant="qx-eos"), "duplicates") == 0),
-    ("docs/frameworks.md", "fs-inbox, with the inbox in its handler, duplicates nothing",
+    ("frameworks.fs-inbox-inbox-handler-duplicates",
      lambda: total(runs("kill-frameworks.json", variant="fs-inbox"), "duplicates") == 0),
     # lanes
-    ("docs/lanes.md", "thousands of skips a run, and no duplicate",
+    ("lanes.thousands-skips-run-no-duplicate",
      lambda: all(r["skipped"] >= 1000 and r["duplicates"] == 0 for r in runs("kill-k.json"))),
     # M3's batch sweep
-    ("docs/throughput.md", "each larger batch measured here was faster than the one before, the most from 1 to 100",
+    ("throughput.each-larger-batch-measured-here",
      lambda: (lambda m: all(a < b for a, b in zip(m, m[1:], strict=False))
               and m[2] / m[0] > max(m[3] / m[2], m[4] / m[3]))(
          [median("throughput-batch.json", f"d@{n}") for n in (1, 10, 100, 500, 1000)])),
     # lanes' CPU
-    ("docs/lanes.md", "is below c's, and the more so the more lanes",
+    ("lanes.below-c-more-more-lanes",
      lambda: (lambda cpu: all(a > b for a, b in zip(cpu, cpu[1:], strict=False)))(
          [document("throughput-lanes.json")["summary"]["variants"][v]["cpu_us_per_msg"]["total"]["median"]
           for v in ("c", "k@1", "k@4", "k@16")])),
-    ("README.md", "the same guarantee at many times c's rate",
+    ("readme.same-guarantee-many-times-c",
      lambda: ratio("throughput.json", "d/c")["median"] > 5),
     # M3 and #31
-    ("docs/throughput.md", "on one connection p reaches most of its own statement's ceiling (p/db)",
+    ("throughput.one-connection-p-reaches-most",
      lambda: ratio("throughput-pipelined.json", "p/db")["median"] > 0.5),
     # latency at fixed loads
-    ("docs/throughput.md", "At the low loads c applies a credit within a few milliseconds; d and p take tens of "
-                           "milliseconds",
+    ("throughput.low-loads-c-applies-credit",
      lambda: all(latency(f"c@{r}/s") < 10 <= latency(f"{v}@{r}/s") < 100 for r in (200, 500) for v in "dp")),
-    ("docs/throughput.md", "That price stays about flat as the load rises",
+    ("throughput.price-stays-about-flat-load",
      lambda: all(latency(f"{v}@5000/s") < 1.5 * latency(f"{v}@200/s") for v in "dp")),
     # the batch wait's floor (--sweep-batch)
-    ("docs/throughput.md", "At 200 a second a batch of 50 changed nothing: the wait, not the batch, closed",
+    ("throughput.200-second-batch-50-changed",
      lambda: all(abs(batch_case(f"{v}@200/s batch 50", "credits_per_transaction")
                      / batch_case(f"{v}@200/s", "credits_per_transaction") - 1) < 0.2
                  and 15 <= batch_case(f"{v}@200/s", "credits_per_transaction") <= 25
                  and abs(batch_case(f"{v}@200/s batch 50") / batch_case(f"{v}@200/s") - 1) < 0.1 for v in "dp")),
-    ("docs/throughput.md", "A batch of 10 halved p50 and p99, and a batch of 1 brought d and p",
+    ("throughput.batch-10-halved-p50-p99",
      lambda: all(batch_case(f"{v}@200/s batch 10", f) < 0.6 * batch_case(f"{v}@200/s", f)
                  for v in "dp" for f in ("p50_ms", "p99_ms"))
      and all(batch_case(f"{v}@200/s batch 1") < 1.5 * batch_case("c@200/s") for v in "dp")),
-    ("docs/throughput.md", "50 cut the median p50 to under a third of --batch's",
+    ("throughput.50-cut-median-p50-under",
      lambda: all(batch_case(f"{v}@5000/s batch 50") < batch_case(f"{v}@5000/s") / 3 for v in "dp")),
-    ("docs/throughput.md", "while batches of 10 and of 1 could not keep up",
+    ("throughput.while-batches-10-1-could",
      lambda: all(batch_case(f"{v}@5000/s batch {n}") > 1000 for v in "dp" for n in (10, 1))),
-    ("docs/throughput.md", "No case lost or duplicated a credit. So the",
+    ("throughput.no-case-lost-or-duplicated",
      lambda: all(sum(s["totals"].values()) == 0 for s in document("latency-batch.json")["summary"].values())),
     # more consumers
-    ("docs/throughput.md", "c and d gain the most from a second process, and only c much from a third",
+    ("throughput.c-d-gain-most-from",
      lambda: min(gain("c:2/c:1"), gain("d:2/d:1")) > 1.3 * gain("p:2/p:1")
      and gain("c:3/c:1") > 1.15 * gain("c:2/c:1")
      and all(gain(f"{v}:3/{v}:1") < 1.15 * gain(f"{v}:2/{v}:1") for v in "dp")),
-    ("docs/throughput.md", "one c keeps under one core busy, three\nas many as any count of any variant here",
+    ("throughput.one-c-keeps-under-one",
      lambda: cores("throughput-consumers.json", "c:1") < 1
      and cores("throughput-consumers.json", "c:3") >= 0.95 * max(cores("throughput-consumers.json", f"{v}:{n}")
                                                                  for v in "cdp" for n in (1, 2, 3))),
-    ("docs/throughput.md", "d gains about as much from a second\nprocess, and little from a third",
+    ("throughput.d-gains-about-much-from",
      lambda: gain("d:2/d:1") >= 0.9 * gain("c:2/c:1") and gain("d:3/d:1") < 1.15 * gain("d:2/d:1")),
-    ("docs/throughput.md", "about 1.6 of them busy, for each variant at its most",
+    ("throughput.about-1-6-them-busy",
      lambda: all(1.45 <= max(cores("throughput-consumers.json", f"{v}:{n}") for n in (1, 2, 3)) <= 1.8
                  for v in "cdp")),
-    ("docs/throughput.md", "So p gains least from more processes",
+    ("throughput.p-gains-least-from-more",
      lambda: gain("p:3/p:1") < min(gain("c:3/c:1"), gain("d:3/d:1"))),
     # fewer shared accounts
-    ("docs/throughput.md", "spreading the credits does not make the batched variants faster here",
+    ("throughput.spreading-credits-does-not-make",
      lambda: spread_hurts("throughput-accounts.json", ("d", "p", "p@2", "p-lean", "p-lean@2"))
      and spread_hurts("throughput-consumers-accounts.json", (f"{v}:{n}" for v in "dp" for n in (1, 2, 3)))),
-    ("docs/throughput.md", "c, which credits one account per transaction either way, hardly notices",
+    ("throughput.c-which-credits-one-account",
      lambda: all(0.9 <= ratio("throughput-consumers-accounts.json", f"c:{n}, 10,000 accounts/c:{n}, 100 accounts")[
          "median"] <= 1.1 for n in (1, 2, 3))),
-    ("docs/throughput.md", "gain no more on 10,000 accounts than on 100 for p",
+    ("throughput.gain-no-more-10-000",
      lambda: median("throughput-accounts.json", "p@2, 10,000 accounts") / median("throughput-accounts.json",
                                                                                 "p, 10,000 accounts")
      <= 1.1 * median("throughput-accounts.json", "p@2, 100 accounts") / median("throughput-accounts.json",
                                                                                "p, 100 accounts")),
     # a growing inbox
-    ("docs/throughput.md", "v7 runs d and p faster than v4 once the inbox holds 10 million IDs, and",
+    ("throughput.v7-runs-d-p-faster",
      lambda: all(growth(v, "uuid-v7", n)["vs_text"]["median"] > 1 for v in "dp" for n in (10_000_000, 50_000_000))
      and growth("d", "uuid-v7", 50_000_000)["vs_text"]["median"] > growth("d", "uuid-v7", 10_000_000)["vs_text"][
          "median"]),
-    ("docs/throughput.md", "v4 costs d and p a large share of their rate at 10 million and more at 50 million",
+    ("throughput.v4-costs-d-p-large",
      lambda: all(growth(v, "text", 50_000_000)["vs_empty"]["median"] < growth(v, "text", 10_000_000)["vs_empty"][
          "median"] < 0.8 for v in "dp")),
-    ("docs/throughput.md", "With v4 the WAL per credit grows many times over",
+    ("throughput.v4-wal-per-credit-grows",
      lambda: all(growth(v, "text", 50_000_000)["wal_bytes_per_msg"]["median"]
                  > 5 * growth(v, "text", 0)["wal_bytes_per_msg"]["median"] for v in "dp")),
-    ("docs/throughput.md", "c does not notice: at every size v7 ÷ v4 stays within its noise",
+    ("throughput.c-does-not-notice-every",
      lambda: all(0.8 <= growth("c", "uuid-v7", n)["vs_text"]["median"] <= 1.25
                  for n in (0, 10_000_000, 50_000_000))
      and all(0.85 <= growth("c", "text", n)["vs_empty"]["median"] for n in (10_000_000, 50_000_000))),
-    ("docs/throughput.md", "with v4 the Postgres backends' CPU per credit of d and p more than doubled at 50 million "
-                           "IDs, and with v7 it hardly moved",
+    ("throughput.v4-postgres-backends-cpu-per",
      lambda: all(growth_cpu(v, "text", 50_000_000) > 2 * growth_cpu(v, "text", 0)
                  and growth_cpu(v, "uuid-v7", 50_000_000) < 1.2 * growth_cpu(v, "uuid-v7", 0) for v in "dp")),
-    ("docs/throughput.md", "Its backends did work harder with v4 (about a seventh more CPU a credit at 50 million IDs "
-                           "than on the empty inbox)",
+    ("throughput.backends-did-work-harder-v4",
      lambda: 1.08 < growth_cpu("c", "text", 50_000_000) / growth_cpu("c", "text", 0) < 1.25),
     # M1 against the post
-    ("docs/caveats.md", "so b's count comes out lower than the post's",
+    ("caveats.b-count-comes-out-lower",
      lambda: statistics.median(r["duplicates"] for r in runs("kill.json", variant="b"))
      < document("post-figures.json")["kill"]["variants"]["b"]["duplicates"]["median"]),
     # M2, the classic protocol and the 20 s stall under KIP-848
-    ("README.md", "the zombie's offset commit fails with `UNKNOWN_MEMBER_ID`",
+    ("readme.zombie-offset-commit-fails-unknown",
      lambda: all(r["commit_failed"].get("UNKNOWN_MEMBER_ID", 0) == r["evictions"] for r in zombie("b"))),
-    ("README.md", "Nobody else was given those partitions until about a session timeout after the `MAXPOLL` line",
+    ("readme.nobody-else-given-those-partitions",
      lambda: all(0.75 <= statistics.median(nonempty([h for r in zombie(v, "consumer", "-stall20")
                                                      for h in r["handover_s"]]))
                  / (config(f"rebalance-{v}-consumer-stall20.json")["session_timeout_ms"] / 1000) <= 1.25
                  for v in "bc")),
-    ("README.md", "is fenced: its commit fails, another member handles the message",
+    ("readme.fenced-commit-fails-another-member",
      lambda: all(r["commit_failed"].get("UNKNOWN_MEMBER_ID", 0) == r["evictions"]
                  for v in "bc" for r in zombie(v, "consumer", "-stall20"))
      and all(total(zombie(v, "consumer", "-stall20"), "moved_to_other")
              > total(zombie(v, "consumer", "-stall20"), "back_to_zombie") for v in "bc")),
     # M10, each fault
-    ("docs/faults-more.md", "the message comes again and meets its inbox row, and is skipped",
+    ("faults-more.message-comes-again-meets-inbox",
      lambda: every_run("faults-more.json", fault="lost-commit-reply", variant="c")(
          lambda r: r["duplicates"] == r["lost"] == 0 < r["faults"] == r["skipped"])),
-    ("docs/faults-more.md", "the replayed batch meets its inbox rows",
+    ("faults-more.replayed-batch-meets-inbox-rows",
      lambda: every_run("faults-more.json", fault="lost-commit-reply", variant="p")(
          lambda r: r["duplicates"] == r["lost"] == 0 < r["skipped"])),
-    ("docs/faults-more.md", "waits on that lock until the paused process resumes and commits (then it skips)",
+    ("faults-more.waits-lock-until-paused-process",
      lambda: every_run("faults-more.json", fault="pause-consumer", variant="c")(
          lambda r: r["duplicates"] == r["lost"] == 0)
      and total(runs("faults-more.json", fault="pause-consumer", variant="c"), "skipped") > 0),
-    ("docs/faults-more.md", "Without the inbox (b) the new owner credits at once, and the paused consumer's "
-                            "transaction commits the same credit when it wakes",
+    ("faults-more.without-inbox-b-new-owner",
      lambda: every_run("faults-more.json", fault="pause-consumer", variant="b")(lambda r: r["duplicates"] > 0)),
-    ("docs/faults-more.md", "the new owner replays p's batch in hand and skips what had committed",
+    ("faults-more.new-owner-replays-p-batch",
      lambda: every_run("faults-more.json", fault="pause-consumer", variant="p")(
          lambda r: r["duplicates"] == r["lost"] == 0 < r["skipped"])),
-    ("docs/faults-more.md", "the new owner's INSERT finds the row and skips. Without the inbox (b) both credit",
+    ("faults-more.new-owner-insert-finds-row",
      lambda: every_run("faults-more.json", fault="pause-postgres", variant="c")(
          lambda r: r["duplicates"] == r["lost"] == 0)
      and total(runs("faults-more.json", fault="pause-postgres", variant="c"), "skipped") > 0
      and every_run("faults-more.json", fault="pause-postgres", variant="b")(lambda r: r["duplicates"] > 0)),
-    ("docs/faults-more.md", "c, d and p skip every ID the inbox still remembers, and apply again every ID retention "
-                            "has already forgotten",
+    ("faults-more.c-d-p-skip-every",
      lambda: all(r["duplicates"] == 0 and r["skipped"] == r["events"]
                  for v in "cdp" for r in runs("faults-more-offsets.json", fault="offsets-expired", variant=v))
      and (lambda share: share > 0 and all(
          r["duplicates"] == round(share * r["events"]) and r["skipped"] == r["events"] - r["duplicates"]
          for v in "cdp" for r in runs("faults-more-offsets-forgotten.json", fault="offsets-expired", variant=v)))(
          config("faults-more-offsets-forgotten.json")["forgotten"])),
-    ("docs/faults-more.md", "starts where its database says: it reads nothing twice",
+    ("faults-more.starts-where-database-says-reads",
      lambda: all(r["duplicates"] == r["skipped"] == r["lost"] == 0
                  for f in ("faults-more-offsets.json", "faults-more-offsets-forgotten.json")
                  for r in runs(f, fault="offsets-expired", variant="o"))),
-    ("docs/faults-more.md", "so the next one starts at once where it left off",
+    ("faults-more.next-one-starts-once-where",
      lambda: every_run("faults-more.json", fault="sigterm")(
          lambda r: r["faults"] > 0 and r["duplicates"] == r["lost"] == r["skipped"] == 0)),
-    ("docs/faults-more.md", "so c and the others read the new log from its beginning",
+    ("faults-more.c-others-read-new-log",
      lambda: every_run("faults-more.json", fault="topic-recreated")(
          lambda r: r["faults"] > 0 and r["duplicates"] == r["lost"] == 0)),
     # M9
-    ("docs/frameworks.md", "**fs-ack** duplicates a few a run",
+    ("frameworks.fs-ack-duplicates-few-run",
      lambda: every_run("kill-frameworks.json", variant="fs-ack")(lambda r: 0 < r["duplicates"] <= 10)),
-    ("docs/frameworks.md", "Under FastStream, the inbox stops duplicates, not losses.",
+    ("frameworks.under-faststream-inbox-stops-duplicates",
      lambda: total(runs("kill-frameworks.json", variant="fs-inbox"), "duplicates") == 0
      < total(runs("kill-frameworks.json", variant="fs-inbox"), "lost")),
-    ("docs/frameworks.md", "shows that committing the message itself (`commit(message=msg, asynchronous=True)`) "
-                           "never goes past it",
+    ("frameworks.shows-committing-message-itself-commit",
      lambda: total(runs("async-commit.json", variant="the-message"), "past_the_message") == 0
      < total(runs("async-commit.json", variant="the-message"), "trials")
      and total(runs("async-commit.json", variant="stored-offsets"), "past_the_message") > 0),
-    ("docs/frameworks.md", "the accounts' balances stay at 0: their \"exact balances\" column is 0 by construction",
+    ("frameworks.accounts-balances-stay-0-their",
      lambda: all(r["balance_total"] == 0 and not r["balances_exact"]
                  for v in ("qx-eos", "qx-eos-keyed") for r in runs("kill-frameworks.json", variant=v))),
-    ("docs/frameworks.md", "The keyed sink makes the **rows** exactly-once",
+    ("frameworks.keyed-sink-makes-rows-exactly",
      lambda: all(r["duplicates"] == r["lost"] == 0
                  for f in ("kill-frameworks.json", "rebalance-frameworks-classic.json")
                  for r in runs(f, variant="qx-eos-keyed"))),
-    ("docs/results.md", "They write rows, not credits: their balances are never exact.",
+    ("results.they-write-rows-not-credits",
      lambda: all(not r["balances_exact"] for f in ("kill-frameworks.json", "rebalance-frameworks-classic.json")
                  for v in ("qx-eos", "qx-eos-keyed") for r in runs(f, variant=v))),
     # M7b, and the post's shortcuts against the same copies
-    ("docs/eos.md", "Every source but one put copies into the log",
+    ("eos.every-source-but-one-put",
      lambda: [name for name, where in (("relay", {"source": "relay"}), ("restart", {"source": "restart"}),
                                        ("retries off", {"source": "retries", "idempotence": "off"}),
                                        ("retries on", {"source": "retries", "idempotence": "on"}))
               if total(runs("publish.json", **where), "log_copies") == 0] == ["retries on"]),
-    ("docs/eos.md", "With idempotence off, librdkafka's own resends made only a few copies a run.",
+    ("eos.idempotence-off-librdkafka-own-resends",
      lambda: (lambda rows: total(rows, "log_copies") > 0 and all(r["log_copies"] <= 0.01 * r["events"] for r in rows))(
          runs("publish.json", source="retries", idempotence="off"))),
-    ("docs/eos.md", "a copy a publisher writes again has an offset of its own and is credited again, every time",
+    ("eos.copy-publisher-writes-again-has",
      lambda: (lambda rows: total(rows, "log_copies") > 0 and all(r["duplicates"] == r["log_copies"] for r in rows))(
          runs("publish.json", variant="offset-dedup"))),
-    ("docs/eos.md", "A late copy writes nothing.",
+    ("eos.late-copy-writes-nothing",
      lambda: (lambda rows: total(rows, "log_copies") > 0
               and all(r["duplicates"] == r["stale_accounts"] == 0 for r in rows))(
          runs("publish.json", variant="versioned"))),
     # lanes
-    ("docs/lanes.md", "caps it under a hundred messages a second however idle the database is (c's row below)",
+    ("lanes.caps-under-hundred-messages-second",
      lambda: median("throughput-lanes.json", "c") < 100),
-    ("docs/lanes.md", "lanes add rate nearly one for one; the share per lane falls",
+    ("lanes.lanes-add-rate-nearly-one",
      lambda: (lambda per: per[1] >= 0.9 and per[4] >= 0.85 and per[4] > per[16] > per[64])(
          {n: ratio("throughput-lanes.json", f"k@{n}/c")["median"] / n for n in (1, 4, 16, 64)})),
     # M3's batch sweep (d@1 against M3's own c), p and its profile
-    ("docs/throughput.md", "At a batch of one, d is slower than c",
+    ("throughput.batch-one-d-slower-than",
      lambda: median("throughput-batch.json", "d@1") < median("throughput.json", "c")),
-    ("docs/throughput.md", "a second connection gives a second backend work for it, as far as the machine has CPU "
-                           "left. p@2/db@2 says how far p@2 stays below the two-connection ceiling",
+    ("throughput.second-connection-gives-second-backend",
      lambda: cores("throughput-connections.json", "p@2") > cores("throughput-connections.json", "p")
      and ratio("throughput-connections.json", "p@2/db@2")["median"] < 1),
-    ("docs/throughput.md", "the second backend kept little more than a tenth of a core more busy, and p@2's rate "
-                           "stayed\nclose to p's",
+    ("throughput.second-backend-kept-little-more",
      lambda: 0.05 < cores("throughput-connections.json", "p@2") - cores("throughput-connections.json", "p") < 0.25
      and abs(ratio("throughput-connections.json", "p@2/d")["median"]
              / ratio("throughput-connections.json", "p/d")["median"] - 1) < 0.1),
     # CPU per message, split by process, against the ceilings
-    ("docs/throughput.md", "checks as every variant does, and nothing else) costs its process under 10 µs a message",
+    ("throughput.checks-every-variant-does-nothing",
      lambda: all(cpu(name, "raw") < 10 for name in ("throughput.json", "throughput-pipelined.json"))),
-    ("docs/throughput.md", "p's statement alone (db) costs the Postgres backends within a quarter of what they cost "
-                           "under p",
+    ("throughput.p-statement-alone-db-costs",
      lambda: all(abs(cpu(name, "db", "postgres_backends") / cpu(name, "p", "postgres_backends") - 1) < 0.25
                  for name in ("throughput-pipelined.json", "throughput-connections.json"))),
-    ("docs/throughput.md", "so nearly all of p's Postgres side is its statement",
+    ("throughput.nearly-all-p-postgres-side",
      lambda: all(cpu(name, "db", "postgres_backends") >= 0.85 * cpu(name, "p", "postgres_backends")
                  for name in ("throughput-pipelined.json", "throughput-connections.json"))),
-    ("docs/throughput.md", "raw's Python and the statement's own Python (db's, adapting a batch's arrays and reading "
-                           "the reply) make up most of p's consumer Python",
+    ("throughput.raw-python-statement-own-python",
      lambda: (lambda f: 0.5 < (f("raw") + f("db")) / f("p") < 1)(
          lambda v: cpu("throughput-pipelined.json", v, "consumer_python"))),
-    ("docs/throughput.md", "d and its ceilings keep about one core busy",
+    ("throughput.d-ceilings-keep-about-one",
      lambda: all(0.8 <= cores(name, v) <= 1.15 for name, vs in (("throughput-pipelined.json", ("d", "db", "db-d")),
                                                                 ("throughput-connections.json", ("d", "db")))
                  for v in vs)),
-    ("docs/throughput.md", "p overlaps the two and keeps 1.3 to 1.4 busy",
+    ("throughput.p-overlaps-two-keeps-1",
      lambda: all(1.25 <= cores(name, "p") < 1.45 for name in ("throughput-pipelined.json",
                                                               "throughput-connections.json"))),
-    ("docs/throughput.md", "On two connections p and db alike reach about 1.6 of the machine's 2 cores",
+    ("throughput.two-connections-p-db-alike",
      lambda: all(1.45 <= cores("throughput-connections.json", v) <= 1.8 for v in ("p@2", "db@2"))),
-    ("docs/throughput.md", "The same code's p cost 36.5 µs a message at 37,027 msgs/s in `throughput-pipelined.json`, "
-                           "and 22.1 µs at 59,898 msgs/s in `throughput-frameworks.json`, measured at another time",
+    ("throughput.same-code-p-cost-36",
      lambda: [f"{cpu(name, 'p'):.1f} {median(name, 'p'):,.0f}" for name in ("throughput-pipelined.json",
                                                                             "throughput-frameworks.json")]
      == ["36.5 37,027", "22.1 59,898"]
      and {document(name)["runs"][0]["commit"] for name in ("throughput-pipelined.json", "throughput-frameworks.json")}
      <= {"688fcff75260", "f8e0003de12e"}),
-    ("docs/throughput.md", "both moved by about the same factor, and the cores busy stayed at 1.3 to 1.4",
+    ("throughput.both-moved-about-same-factor",
      lambda: (lambda files: 0.85 < (cpu(files[0], "p") / cpu(files[1], "p"))
               / (median(files[1], "p") / median(files[0], "p")) < 1.15
               and all(1.25 <= cores(name, "p") < 1.45 for name in files))(
          ("throughput-pipelined.json", "throughput-frameworks.json"))),
-    ("docs/throughput.md", "which is why the leaner p-lean goes further on two connections than p (below): the same "
-                           "cores, fewer µs a message",
+    ("throughput.which-why-leaner-p-lean",
      lambda: median("throughput-lean.json", "p-lean@2") > median("throughput-lean.json", "p@2")
      and cpu("throughput-lean.json", "p-lean@2") < cpu("throughput-lean.json", "p@2")
      and abs(cores("throughput-lean.json", "p-lean@2") / cores("throughput-lean.json", "p@2") - 1) < 0.1),
-    ("docs/throughput.md", "The Postgres backend serving the statements is the busiest part by far, on the CPU for "
-                           "about three quarters of the wall time",
+    ("throughput.postgres-backend-serving-statements-busiest",
      lambda: (lambda parts: 65 <= parts["Postgres backend"] <= 85
               and parts["Postgres backend"] > 2 * max(v for k, v in parts.items() if k != "Postgres backend"))(
          {k: profile_share("profile-p.txt", k) for k in ("main thread", "database thread", "librdkafka threads",
                                                           "Postgres backend", "Kafka broker")})),
-    ("docs/throughput.md", "the database thread's psycopg work and the broker together use about half of the other "
-                           "core",
+    ("throughput.database-thread-psycopg-work-broker",
      lambda: 40 <= sum(profile_share("profile-p.txt", k) for k in ("main thread", "database thread",
                                                                     "librdkafka threads", "Kafka broker")) <= 60),
-    ("docs/throughput.md", "the checker's order count is recorded for every run, and is not zero for either",
+    ("throughput.checker-order-count-recorded-every",
      lambda: all(r["order_violations"] > 0 for v in "dp" for r in runs("throughput-pipelined.json", variant=v))),
     # latency
-    ("docs/throughput.md", "the 5 s of credits take tens of seconds to drain",
+    ("throughput.5-credits-take-tens-seconds",
      lambda: latency("c@5000/s", "max_ms") >= 10_000 > 100 * latency("c@500/s", "max_ms")),
-    ("docs/throughput.md", "For d and p the single paced publisher is itself the limit here, far below their capacity",
+    ("throughput.d-p-single-paced-publisher",
      lambda: all(r["offered_per_s"] < min(0.9 * r["load"], 0.5) * r["capacity_per_s"]
                  for v in "dp" for r in runs("latency-saturation.json", variant=v))),
     # fewer shared accounts
-    ("docs/throughput.md", "their CPU per message rises with that, and their msgs/s falls, with two connections as "
-                           "with one, and with two or three processes",
+    ("throughput.their-cpu-per-message-rises",
      lambda: all(cpu("throughput-accounts.json", f"{v}, 10,000 accounts") > cpu("throughput-accounts.json",
                                                                                  f"{v}, 100 accounts")
                  for v in ("d", "p", "p@2", "p-lean", "p-lean@2"))
@@ -597,7 +575,7 @@ CLAIMS = [
              > cpu("throughput-consumers-accounts.json", f"{v}:{n}, 100 accounts") for v in "dp" for n in (1, 2, 3))
      and spread_hurts("throughput-accounts.json", ("d", "p", "p@2", "p-lean", "p-lean@2"))
      and spread_hurts("throughput-consumers-accounts.json", (f"{v}:{n}" for v in "dp" for n in (1, 2, 3)))),
-    ("docs/throughput.md", "and not much more for p-lean",
+    ("throughput.not-much-more-p-lean",
      lambda: median("throughput-accounts.json", "p-lean@2, 10,000 accounts") / median("throughput-accounts.json",
                                                                                      "p-lean, 10,000 accounts")
      <= 1.15 * median("throughput-accounts.json", "p-lean@2, 100 accounts") / median("throughput-accounts.json",
@@ -605,31 +583,47 @@ CLAIMS = [
 ]
 
 
-def flat(text: str) -> str:
-    return " ".join(text.split())
+MARKED = re.compile(r"<!-- claim:([\w.-]+) -->(.*?)<!-- /claim -->", re.S)
+PAGES = ("README.md", "docs")  # where a claim may be marked
+
+
+def marked() -> dict[str, list[tuple[str, str]]]:
+    """name -> [(page, sentence)] for every claim marker in README.md and docs/."""
+    found: dict[str, list[tuple[str, str]]] = {}
+    for path in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
+        for m in MARKED.finditer(path.read_text()):
+            found.setdefault(m.group(1), []).append((str(path.relative_to(ROOT)), " ".join(m.group(2).split())))
+    return found
 
 
 def failing(claims=CLAIMS, unchecked: list | None = None) -> list[str]:
-    """Each claim whose sentence has left its page, or whose results no longer bear it out, or
-    bear it out only over nothing. `unchecked`, if given, gets the claims whose file is missing."""
-    said = []
-    for page, sentence, holds in claims:
-        if flat(sentence) not in flat((ROOT / page).read_text()):
-            said.append(f"{page}: a checked sentence is gone ({sentence!r}); reword or drop its entry in lab/claims.py")
+    """Each claim not marked exactly once in the pages, or whose results no longer bear it
+    out, or bear it out only over nothing; and each marked sentence with no claim to check it.
+    `unchecked`, if given, gets the claims whose file is missing."""
+    said, found = [], marked()
+    for name, holds in claims:
+        places = found.get(name, [])
+        if len(places) != 1:
+            said.append(f"claim {name} is marked {len(places)} times in README.md and docs/ (once, around its "
+                        "sentence: <!-- claim:NAME -->...<!-- /claim -->); mark it, or drop it from lab/claims.py")
             continue
+        (page, sentence), = places
         try:
             if not holds():
-                said.append(f"{page}: the results no longer bear out {sentence!r} (lab/claims.py)")
+                said.append(f"{page}: the results no longer bear out {sentence!r} (claim {name}, lab/claims.py)")
         except Vacuous as nothing:
-            said.append(f"{page}: {sentence!r} holds over nothing: {nothing} (lab/claims.py)")
+            said.append(f"{page}: {sentence!r} holds over nothing: {nothing} (claim {name}, lab/claims.py)")
         except Missing as gone:
             if unchecked is not None:
                 unchecked.append(f"{page}: {sentence!r} not checked: results/{gone} is missing")
+    checked = {name for name, _ in claims}
+    said += [f"{places[0][0]}: a sentence is marked as claim {name}, which lab/claims.py does not check"
+             for name, places in found.items() if name not in checked and claims is CLAIMS]
     return said
 
 
 if __name__ == "__main__":
     missing: list[str] = []
     problems = failing(unchecked=missing)
-    print("\n".join(problems + missing) or f"all {len(CLAIMS)} checked sentences hold")
+    print("\n".join(problems + missing) or f"all {len(CLAIMS)} claims hold")
     raise SystemExit(1 if problems else 0)

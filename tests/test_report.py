@@ -102,21 +102,30 @@ def test_the_ledger_stands_still_between_busy_buckets_only():
 
 
 def test_a_sentence_the_results_no_longer_bear_out_fails_the_check():
-    page = "docs/frameworks.md"
-    sentence = "**fs-default** duplicates on every run"
-    assert claims.failing([(page, sentence, lambda: True)]) == []
-    [said] = claims.failing([(page, sentence, lambda: False)])
-    assert "no longer bear out" in said
-    [gone] = claims.failing([(page, "a sentence no page holds", lambda: True)])
-    assert "is gone" in gone
+    name = "frameworks.fs-default-duplicates-every-run"  # marked once in docs/frameworks.md
+    assert claims.failing([(name, lambda: True)]) == []
+    [said] = claims.failing([(name, lambda: False)])
+    assert "no longer bear out" in said and "**fs-default** duplicates on every run" in said
+    [gone] = claims.failing([("frameworks.no-page-marks-this", lambda: True)])
+    assert "marked 0 times" in gone
     # a claim whose file is not there yet is not checked, and says nothing but that
     unchecked = []
-    assert claims.failing([(page, sentence, lambda: claims.runs("no-such-file.json"))], unchecked) == []
+    assert claims.failing([(name, lambda: claims.runs("no-such-file.json"))], unchecked) == []
     assert "no-such-file.json is missing" in unchecked[0]
     # a claim over no run at all fails: "every run" of nothing would hold whatever happened
-    [vacuous] = claims.failing([(page, sentence, lambda: all(r["duplicates"] > 0 for r in claims.runs(
+    [vacuous] = claims.failing([(name, lambda: all(r["duplicates"] > 0 for r in claims.runs(
         "kill-frameworks.json", variant="no-such-variant")))])
     assert "holds over nothing" in vacuous
+
+
+def test_a_marked_sentence_without_a_check_fails_and_a_reworded_one_keeps_its_check(monkeypatch):
+    found = claims.marked()
+    assert found["frameworks.fs-default-duplicates-every-run"][0][0] == "docs/frameworks.md"
+    # the marker, not the words, ties a sentence to its check: other words, the same name
+    reworded = {**found, "frameworks.fs-default-duplicates-every-run": [("docs/frameworks.md", "fs-default doubles")]}
+    monkeypatch.setattr(claims, "marked", lambda: {**reworded, "readme.no-check": [("README.md", "An outcome")]})
+    said = claims.failing()
+    assert said == ["README.md: a sentence is marked as claim readme.no-check, which lab/claims.py does not check"]
 
 
 def test_a_claim_over_runs_that_landed_no_fault_holds_over_nothing(monkeypatch):
@@ -125,7 +134,7 @@ def test_a_claim_over_runs_that_landed_no_fault_holds_over_nothing(monkeypatch):
                     {"variant": "f", "point": "kill", "faults": 20, "duplicates": 0}]}
     monkeypatch.setattr(claims, "document", lambda name: doc)
     assert len(claims.landed("eos.json", point="kill")) == 1
-    [vacuous] = claims.failing([("docs/eos.md", "A crash right", lambda: all(
+    [vacuous] = claims.failing([("eos.e-applies-each-one-second", lambda: all(
         r["duplicates"] == 0 for r in claims.landed("eos.json", point="acked")))])
     assert "holds over nothing" in vacuous
 
