@@ -583,7 +583,7 @@ CLAIMS = [
 ]
 
 
-MARKED = re.compile(r"<!-- claim:([\w.-]+) -->(.*?)<!-- /claim -->", re.S)
+MARKED = re.compile(r"<!-- claim:([a-z0-9][a-z0-9.-]*) -->(.*?)<!-- /claim -->", re.S)  # names: lowercase
 PAGES = ("README.md", "docs")  # where a claim may be marked
 
 
