@@ -47,9 +47,12 @@ down:
 status: setup
 	$(PY) -m lab.stack status
 
-# The main job, short: the inbox consumer SIGKILLed 5 times over 2,000 credits.
+# The main job, short: the post's test (a crash right after the database commit of one credit,
+# before its offset commit) for b, without the inbox, and c, with it; then each SIGKILLed 5 times
+# over 2,000 credits.
 demo: up
-	$(PY) measure_kill.py --variant c --runs 1 --kills 5 --events 2000 --out .cache/demo-kill.json --force --explain
+	$(PY) measure_kill.py --variant b,c --planted-crash 40 --runs 1 --kills 5 --events 2000 \
+	  --out .cache/demo-kill.json --force --explain
 
 # The pattern end to end in a minute: duplicates skipped, poison dead-lettered, exact balances.
 tour: up

@@ -13,11 +13,17 @@ effect, `--kills` times, on one seeded schedule that every variant shares.
 Recovery: one worker drains until the group's lag is 0 and the ledger is still,
 under a deadline. Checker: checker.check on (published IDs, ledger rows).
 
+`--planted-crash N` adds the post's own test before the kills: the first life crashes
+itself (os._exit) right after the database commit of the N-th credit it applies, before
+its offset commit, and the run records how many times that event was credited in the end:
+twice without the inbox (b), once with it (c), whose redelivered copy meets its inbox row.
+
 Assumptions: the stack is up and nothing else measures on it (a lock enforces
 that); each run has its own schema, topic and group.
 
     python measure_kill.py --variant c
     python measure_kill.py --variant all --runs 5 --kills 20 --events 10000
+    python measure_kill.py --variant b,c --planted-crash 40 --runs 1 --kills 5 --events 2000 --explain  # make demo
 """
 import sys
 import time
@@ -26,6 +32,29 @@ from lab import cli, harness, nemesis, registry, results
 
 POST_VARIANTS = registry.names(group="post")  # the post's table (a1, a2, b, c): what --variant all runs
 VARIANTS = registry.names(kind="consumer")  # any consumer in a group the registry declares (the frameworks: M9)
+
+
+PLANTED_WAIT_S = 120.0
+
+
+def planted_crash(variant: str, space, args: tuple, config: dict, log_path) -> dict:
+    """The post's test, as the first life: a worker that crashes itself right after the database
+    commit of the N-th credit it applies, before its offset commit. Waits for that exit, and
+    reads which event it was from the worker's log (an error if no crash comes: fewer credits)."""
+    crashing = harness.Worker(variant, space.topic, space.group, space.dsn, log_path,
+                              (*args, "--crash-after-applied", config["planted_crash"]))
+    try:
+        harness.wait_until(lambda: crashing.proc.poll() is not None, PLANTED_WAIT_S,
+                           f"{variant}'s planted crash after the database commit of its "
+                           f"{config['planted_crash']}th credit")
+    finally:
+        crashing.kill()
+    [event_id] = [key.split(":", 1)[1] for key in crashing.counts if key.startswith("crashed_after_commit:")] or [None]
+    if event_id is None:
+        raise RuntimeError(f"{variant}'s first worker exited ({crashing.proc.returncode}) without its planted "
+                           f"crash:\n{crashing.log_tail()}")
+    results.progress(f"{variant}: crashed itself after the database commit of {event_id}")
+    return {"event": event_id, "exit_code": crashing.proc.returncode}
 
 
 def run_once(variant: str, run: int, config: dict) -> dict:
@@ -38,6 +67,8 @@ def run_once(variant: str, run: int, config: dict) -> dict:
     with harness.run_space("m1", f"{variant}-r{run}", config["partitions"], keep=config.get("keep", False)) as space:
         # workload
         harness.produce_events(space.topic, events)
+
+        planted = planted_crash(variant, space, args, config, log_path) if config.get("planted_crash") else None
 
         # nemesis: the seeded kill schedule
         def after_kill(k, life, worker, exit_code):
@@ -60,11 +91,13 @@ def run_once(variant: str, run: int, config: dict) -> dict:
                                    args=args)
         verdict = harness.verdict_of(events, space.admin)
         order = harness.order_of(events, space.admin)
+        if planted:  # how often the crashed event was credited in the end: the post's test
+            planted["ledger_rows"] = sum(row[0] == planted["event"] for row in harness.effects(space.admin)["ledger"])
     skipped = sum(entry["counts"].get("skipped", 0) for entry in kill_log) + recovery["counts"].get("skipped", 0)
     return {"variant": variant, "run": run, "seed": seed, "events": config["events"],
             "kills": sum(entry["exit_code"] is None for entry in kill_log),
             "crashes": [entry["exit_code"] for entry in kill_log if entry["exit_code"] is not None],
-            **verdict, "order_violations": order, "skipped": skipped,
+            **verdict, "order_violations": order, "skipped": skipped, **({"planted": planted} if planted else {}),
             "recovery_s": recovery["recovery_s"],
             "wall_s": round(time.monotonic() - started, 1), "kill_log": kill_log}
 
@@ -90,34 +123,42 @@ def verdict_line(r: dict) -> str:
             f"({r['kills']} kills{crashed}, {r['events']} events, {r['wall_s']:g}s)")
 
 
-NAMES = {"a1": "auto-commit consumer (a1)", "a2": "batched auto-commit consumer (a2)",
-         "b": "commit-after-the-database consumer (b)", "c": "inbox consumer (c)", "d": "batched inbox consumer (d)",
-         "p": "pipelined batched inbox consumer (p)"}
+def times(n: int) -> str:
+    return "once" if n == 1 else "twice" if n == 2 else f"{n:,} times"
 
 
 def explain(document: dict) -> str:
-    """Three lines for `make demo`: what was killed and how often, what was counted, where the rest is."""
-    c, runs = document["config"], document["runs"]
-    kills, events = sum(r["kills"] for r in runs), sum(r["events"] for r in runs)
-    duplicates, lost = sum(r["duplicates"] for r in runs), sum(r["lost"] for r in runs)
-    exact = sum(r["balances_exact"] for r in runs)
-    names = [NAMES[v] for v in dict.fromkeys(r["variant"] for r in runs)]
-    who = f"the {names[0]} was" if len(names) == 1 else f"the {', '.join(names[:-1])} and {names[-1]} were"
-    return "\n".join([
-        f"What you saw: {who} SIGKILLed {kills:,} times, each {c['life'][0]:g}-{c['life'][1]:g} s "
-        f"after it began crediting, over {events:,} credits; then one last consumer drained the topic.",
-        f"What was counted: ledger rows per event ID: {duplicates:,} duplicated, {lost:,} lost, balances exact in "
-        f"{exact} of {len(runs)} runs; {sum(r['skipped'] for r in runs):,} redelivered messages met their inbox row "
-        "and were skipped.",
-        "The full table, every variant over 5 runs of 20 kills: README.md, section M1 (results/kill.json); "
-        "`make measure` measures it again."])
+    """A few lines for `make demo`, one per variant and fault: what was done, what was counted."""
+    c, lines = document["config"], []
+    for variant in results.seen(document["runs"]):
+        runs = [r for r in document["runs"] if r["variant"] == variant]
+        name = registry.get(variant).label
+        for planted in (r["planted"] for r in runs if r.get("planted")):
+            again = planted["ledger_rows"] - 1
+            lines.append(f"{name}\n  the post's test: it crashed itself right after the database commit of "
+                         f"{planted['event']}, before its offset commit, and the next consumer got "
+                         f"{planted['event']} again: credited {times(planted['ledger_rows'])} in the end "
+                         + (f"({again} duplicate{'s' if again > 1 else ''}: no inbox caught the copy)" if again
+                            else "(the copy met its inbox row and was skipped)" if again == 0 else "(lost)"))
+        kills, events = sum(r["kills"] for r in runs), sum(r["events"] for r in runs)
+        duplicates, lost = sum(r["duplicates"] for r in runs), sum(r["lost"] for r in runs)
+        exact = sum(r["balances_exact"] for r in runs)
+        skipped = sum(r["skipped"] for r in runs)
+        lines.append(("  then" if any(r.get("planted") for r in runs) else f"{name}\n ")
+                     + f" {kills:,} SIGKILLs, each {c['life'][0]:g}-{c['life'][1]:g} s after a consumer began "
+                     f"crediting; over the {events:,} credits, in all: {duplicates:,} credited twice, {lost:,} never "
+                     f"credited, balances exact in {exact} of {len(runs)} run{'s' if len(runs) > 1 else ''}"
+                     + (f"; {skipped:,} redelivered messages met their inbox row, skipped." if skipped else "."))
+    lines.append("Counted from the ledger, per event ID, after one last consumer drained the topic. The full table, "
+                 "every variant over 5 runs of 20 kills: README.md, section M1 (results/kill.json).")
+    return "\n".join(lines)
 
 
 def parse_args(argv=None):
     parser = cli.measurement("M1: hard-kill each consumer variant and count duplicates and losses.", None,
                              events=10000, work_ms=10, keep=True)
-    parser.add_argument("--variant", required=True, choices=(*VARIANTS, "all", "frameworks"),
-                        help="one variant; all: the post's four; frameworks: M9's, side by side")
+    parser.add_argument("--variant", required=True, type=cli.names_of((*VARIANTS, "all", "frameworks")),
+                        help="one variant, or several (b,c), side by side; all: the post's four; frameworks: M9's")
     parser.add_argument("--kills", type=int, default=20)
     parser.add_argument("--life", type=nemesis.life_range, default=(1.0, 8.0), metavar="MIN,MAX",
                         help="seconds a worker lives after its first side effect")
@@ -125,13 +166,21 @@ def parse_args(argv=None):
     parser.add_argument("--batch", type=int, default=500, help="d and p: messages per transaction")
     parser.add_argument("--lanes", type=int, default=16, help="k only: handlers at once")
     parser.add_argument("--connections", type=int, default=1, help="p only: statements at once")
-    parser.add_argument("--explain", action="store_true", help="end with three lines on what was measured")
+    parser.add_argument("--planted-crash", type=int, default=0, metavar="N",
+                        help="first, the post's test: crash right after the DB commit of the N-th credit applied")
+    parser.add_argument("--explain", action="store_true", help="end with a few lines on what was measured")
     args = parser.parse_args(argv)
     cli.at_least(parser, args, 1, "runs", "kills", "events", "partitions", "connections", "batch", "lanes",
                  "session_timeout_ms")
-    cli.at_least(parser, args, 0, "work_ms")
-    local = "kill.json" if args.variant == "all" else f"kill-{args.variant}.json"  # kill-frameworks.json: M9
-    post_file = "kill.json" if args.variant in (*POST_VARIANTS, "all") else local
+    cli.at_least(parser, args, 0, "work_ms", "planted_crash")
+    if args.planted_crash > args.events:
+        parser.error(f"--planted-crash {args.planted_crash}: a run publishes only --events {args.events}")
+    args.variants = [v for name in args.variant for v in {"all": POST_VARIANTS, "frameworks": registry.names(
+        group="frameworks")}.get(name, (name,))]
+    if args.planted_crash and (by_hand := [v for v in args.variants if "crash_after" not in registry.get(v).reads]):
+        parser.error(f"--planted-crash needs variants that commit by hand after the database; not {', '.join(by_hand)}")
+    local = "kill.json" if args.variant == ["all"] else f"kill-{'-'.join(args.variant)}.json"  # kill-frameworks.json
+    post_file = "kill.json" if set(args.variants) <= set(POST_VARIANTS) else local
     args.committed = results.reader_paths(args, local, post_file)
     return args
 
@@ -144,19 +193,20 @@ def post_lines(groups) -> list[str]:
 
 
 def main(args) -> int:
-    variants = {"all": POST_VARIANTS, "frameworks": registry.names(group="frameworks")}.get(args.variant,
-                                                                                          (args.variant,))
     config = {"runs": args.runs, "kills": args.kills, "events": args.events, "partitions": args.partitions,
               "work_ms": args.work_ms, "life": list(args.life), "seed": args.seed,
               "session_timeout_ms": args.session_timeout_ms, "group_protocol": "classic",
               "kill": "SIGKILL (Popen.kill)", "life_from": "the worker's first side effect"}
-    if args.variant in ("d", "p"):
+    reads = {flag for v in args.variants for flag in registry.get(v).reads}
+    if "batch" in reads:
         config["batch"] = args.batch
-    if args.variant == "k":
+    if "lanes" in reads:
         config["lanes"] = args.lanes
-    if args.variant == "p" and args.connections != 1:
+    if "connections" in reads and args.connections != 1:
         config["connections"] = args.connections
-    document = results.drive("measure_kill", args.out, config, [{"variant": v} for v in variants], run_once,
+    if args.planted_crash:
+        config["planted_crash"] = args.planted_crash
+    document = results.drive("measure_kill", args.out, config, [{"variant": v} for v in args.variants], run_once,
                              summarise, table, verdict_line, args.force, options={"keep": args.keep},
                              committed=args.committed, post_lines=post_lines)
     if args.explain:

@@ -509,6 +509,7 @@ COUNTED = {
     "connect_refused": re.compile(_starts(consume.CONNECT_RETRY_LOG)),  # a first connection, waited for
     "aborted": re.compile(_starts(said_by("variants/consume_eos.py", "ABORTED_LOG"))),  # e, f: a transaction aborted
     "planted_crashes": re.compile(_starts(worker_script.CRASHING_LOG)),
+    "crashed_after_commit": re.compile(_starts(worker_script.CRASH_AFTER_COMMIT_LOG) + r"(\S+?),"),  # the event
     # librdkafka's own line (the app's error event repeats it), or as a framework's logger prints
     # it: "MAXPOLL [<client name>#consumer-N]" (rdkafka, or FastStream's own client.id)
     "evictions": re.compile(r"\|MAXPOLL\||\bMAXPOLL \[[^\]#]+#consumer-"),

@@ -50,6 +50,7 @@ CRASH_POINTS = {"pg-committed": "after the event's Postgres commit, before commi
                 "kafka-committed": "after commit_transaction of the event's batch, before the next poll",
                 "acked": "after the broker acknowledged the event, before the relay marked it published"}
 CRASHING_LOG = "crashing %s: %s"  # the point's description, the event ID
+CRASH_AFTER_COMMIT_LOG = "crashing after the DB commit of %s, before its offset commit"
 PUBLISHED_LOG = "publisher done: %d acknowledged in this session"
 RESTARTED_LOG = "consumer stopped on a lost database (%s); started again after %.1fs"
 RESTART_GIVE_UP_S = 120.0  # without a run that lasted, the database is gone, not restarting
@@ -145,6 +146,7 @@ class Lab:
         self.overrides = client_overrides(args)
         self.producer_overrides = producer_overrides(args)
         self._first = threading.Event()
+        self._applied = 0  # credits this process applied, for --crash-after-applied
 
     def first_effect(self, event_id: str) -> None:
         """Say the first effect once (the line a harness waits on before its clock starts)."""
@@ -168,9 +170,14 @@ class Lab:
 
     def committed(self, event_ids) -> None:
         """These events' effects are committed in Postgres and nothing else yet: the planted
-        crash (--crash-after) lands here, with no finally, no close(), no offset commit."""
-        if self.args.crash_after and self.args.crash_after in set(event_ids):
-            log.warning("crashing after the DB commit of %s, before its offset commit", self.args.crash_after)
+        crash (--crash-after, --crash-after-applied) lands here, with no finally, no close(), no
+        offset commit."""
+        event_ids = [e for e in event_ids if e is not None]
+        self._applied += len(event_ids)
+        chosen = self.args.crash_after if self.args.crash_after in event_ids else \
+            event_ids[-1] if event_ids and 0 < self.args.crash_after_applied <= self._applied else None
+        if chosen is not None:
+            log.warning(CRASH_AFTER_COMMIT_LOG, chosen)
             os._exit(EXIT_CRASHED_AFTER_EFFECT)
 
     def after_db_commit(self, msg, outcome) -> None:
@@ -253,6 +260,8 @@ def parse_args(argv=None):
     parser.add_argument("--slow-seconds", type=float, default=0)
     parser.add_argument("--group-protocol", choices=("classic", "consumer"), default="classic")
     parser.add_argument("--crash-after", metavar="EVENT_ID", help="os._exit() right after this event's DB commit")
+    parser.add_argument("--crash-after-applied", type=int, default=0, metavar="N",
+                        help="os._exit() right after the DB commit that applies this worker's N-th credit")
     parser.add_argument("--batch", type=int, default=500, help="messages per batch, for the variants that batch")
     parser.add_argument("--connections", type=int, default=1,
                         help="statements at once, one connection each, for the variants that take it")
@@ -298,7 +307,7 @@ def parse_args(argv=None):
         parser.error("--acks 1 needs --idempotence off: the idempotent producer requires acks=all")
     if args.work_ms < 0 or args.slow_every < 0 or args.slow_seconds < 0:
         parser.error("--work-ms, --slow-every and --slow-seconds cannot be negative")
-    if args.crash_after and "crash_after" not in variant.reads:
+    if (args.crash_after or args.crash_after_applied) and "crash_after" not in variant.reads:
         by_hand = ", ".join(registry.names(reads="crash_after"))
         parser.error(f"--crash-after needs a variant that commits by hand ({by_hand})")
     if "expect" in variant.needs and args.expect < 2:

@@ -8,7 +8,8 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 
 BAD = [
-    ("measure_kill.py", ["--variant", "z"], "invalid choice"),
+    ("measure_kill.py", ["--variant", "z"], "unknown variant(s) 'z'"),
+    ("measure_kill.py", ["--variant", "a1,c", "--planted-crash", "40"], "--planted-crash needs variants that commit"),
     ("measure_kill.py", ["--variant", "c", "--life", "8,1"], "MIN <= MAX"),
     ("measure_kill.py", ["--variant", "c", "--kills", "0"], "--kills must be at least 1"),
     ("measure_throughput.py", ["--variants", "c,x"], "unknown variant"),

@@ -41,6 +41,25 @@ def test_the_control_auto_commit_duplicates_under_the_same_kills(tmp_path):
 
 @pytest.mark.slow
 @pytest.mark.usefixtures("services")
+@pytest.mark.parametrize("variant", ["c", "b"])
+def test_the_posts_planted_crash_credits_once_with_the_inbox_and_twice_without(variant):
+    """--planted-crash (make demo): the first life exits right after the DB commit of its 40th
+    credit, before its offset commit; the next life gets that message again. c skips it; b, the
+    control, credits it a second time, or the crash never landed between the two commits."""
+    config = {"events": 300, "partitions": 3, "work_ms": 5, "kills": 1, "life": (0.5, 1.0), "seed": 7,
+              "session_timeout_ms": 2000, "planted_crash": 40}
+    record = measure_kill.run_once(variant, 1, config)
+    assert record["planted"]["exit_code"] == 3, record
+    if variant == "c":
+        assert record["planted"]["ledger_rows"] == 1 and record["skipped"] >= 1
+        assert (record["duplicates"], record["lost"], record["unexpected"]) == (0, 0, 0)
+    else:
+        assert record["planted"]["ledger_rows"] >= 2 and record["duplicates"] >= 1
+    assert "the post's test" in measure_kill.explain({"config": config, "runs": [record]})
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("services")
 def test_a_worker_that_exits_by_itself_is_a_crash_not_a_kill():
     # One partition, so event r1-40 comes about 0.4 s into the first life, long before its
     # kill at 3 s: that worker exits by itself (a planted crash right after the DB commit),
