@@ -36,6 +36,7 @@ that fit, and a results file records the file each run loaded.
     consume_eos.py        e, f: Kafka's exactly-once loop, crediting Postgres
     consume_external.py   ext, outbox, relay: an effect outside the database (provider.py)
     consume_faststream.py, consume_quix.py   the frameworks (M9)
+    consume_faststream_fixed.py   fs-inbox-fixed: FastStream with a commit that cannot pass its handler
     shortcuts.py          upsert, versioned, offset-dedup: the post's shortcuts
     relay.py              kafka-relay: the outbox relay, at least once
     inbox_v7.py/.sql      the lean inbox: uuid keys, partitioned by time

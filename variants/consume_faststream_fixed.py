@@ -1,0 +1,89 @@
+"""fs-inbox with a commit that cannot run ahead of its handler: what a FastStream user can do (M9).
+
+Claim: fs-inbox loses credits under kills because FastStream's ack does not commit the message
+it acks. Its confluent backend acks with `consumer.commit(asynchronous=True)` and no offsets:
+the offsets librdkafka has *stored*, gathered on librdkafka's own thread after the call
+returned. Its loop polls the next message right after the ack, and by default each poll stores
+that message's offset + 1 (`enable.auto.offset.store`), so the commit can cover a message whose
+handler has not run, and a kill during that handler loses it. Here the poll stores nothing
+(`enable.auto.offset.store=false`, a librdkafka setting FastStream passes on as it is) and the
+handler stores its own message's offset once its inbox transaction has committed. The ack's
+commit is FastStream's, unchanged; whenever librdkafka gathers it, the stored offsets reach no
+further than the last handler that finished. A kill replays what was handled since the last
+commit that landed, and the inbox skips it: no duplicate, no loss.
+
+    fs-inbox-fixed   fs-inbox (AckPolicy.ACK, handle_once in the handler), the poll storing no
+                     offset, the handler storing its message's after the database committed
+
+Assumptions: those of fs-inbox (consume_faststream.py, whose pieces this uses), with
+FastStream's one-message-at-a-time subscriber (no max_workers, no batches). The broker's config
+reaches its producer too, which says once that it ignores the setting; store_offsets() refuses
+to run without it, so half the fix fails loudly. A handler that raises is still passed over
+under ACK (FastStream commits after it, and the next handled message stores past it), as in
+fs-inbox: the claim is about kills, not about a lost database.
+"""
+import asyncio
+
+from faststream.confluent import KafkaBroker, KafkaMessage
+from faststream.middlewares import AckPolicy
+
+from consume import BROKERS, DSN, dead_letter_topic, handle_once, process
+from publish import ensure_topic, make_producer
+from variants.consume_faststream import FRAMEWORK_LOG, HANDLER_FAILED_LOG, Connection, log, raw_body
+
+# What the lab runs of this file (lab/registry.py reads it without importing the module).
+VARIANTS = {
+    "fs-inbox-fixed": {"label": "fs-inbox-fixed: FastStream, AckPolicy.ACK, handle_once, the offset stored by the "
+                                "handler (enable.auto.offset.store=false)", "groups": ["frameworks"],
+                       "reads": ["crash_after"]},
+}
+
+# The fix's setting: a poll stores no offset, so a commit of the stored offsets covers only what
+# store_handled() marked. FastStream merges the broker's config last: it overrides its own.
+NO_STORE_ON_POLL = {"enable.auto.offset.store": False}
+
+
+def store_handled(msg: KafkaMessage) -> None:
+    """This message's offset + 1 into librdkafka's store, and nothing later: the next commit may cover it."""
+    msg.consumer.consumer.store_offsets(message=msg.raw_message)  # FastStream's consumer, then librdkafka's
+
+
+def build(topic: str, group: str, apply, *, dsn: str = DSN, after_db_commit=None,
+          rebalance_callbacks: dict | None = None, overrides: dict | None = None) -> KafkaBroker:
+    """fs-inbox's broker and subscriber, with the fix: the setting, and the store after the handler's work."""
+    ensure_topic(dead_letter_topic(topic))
+    broker = KafkaBroker(BROKERS, allow_auto_create_topics=False, logger=FRAMEWORK_LOG,
+                         config={**(overrides or {}), **NO_STORE_ON_POLL})
+    db, dead_letters = Connection(dsn), make_producer()
+
+    @broker.subscriber(topic, group_id=group, auto_offset_reset="earliest", decoder=raw_body,
+                       ack_policy=AckPolicy.ACK, **(rebalance_callbacks or {}))
+    def handler(body: bytes, msg: KafkaMessage) -> None:  # a plain def: FastStream runs it in a thread
+        raw = msg.raw_message
+        try:
+            outcome = process(db.get(), raw, dead_letters, handle_once, apply)
+        except Exception as e:
+            log.warning(HANDLER_FAILED_LOG, raw.topic(), raw.partition(), raw.offset(), f"{type(e).__name__}: {e}")
+            raise
+        if after_db_commit is not None:
+            after_db_commit(raw, outcome)  # the planted crash: committed in Postgres, nothing stored yet
+        store_handled(msg)  # then FastStream's ack commits what is stored
+
+    return broker
+
+
+def run_worker(lab) -> None:
+    """The lab's entry point, as fs-inbox's: FastStream stops the subscriber once `lab.stop` is set."""
+    from variants.common import partition_logging
+
+    broker = build(lab.args.topic, lab.args.group, lab.apply, after_db_commit=lab.after_db_commit,
+                   rebalance_callbacks=partition_logging(), overrides=lab.overrides)
+
+    async def main() -> None:
+        async with broker:
+            await broker.start()
+            while not lab.stop.is_set():
+                await asyncio.sleep(0.1)
+
+    asyncio.run(main())
+
