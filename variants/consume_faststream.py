@@ -80,12 +80,16 @@ class Connection:
 
 
 def build(variant: str, topic: str, group: str, apply, *, dsn: str = DSN, after_db_commit=None,
-          rebalance_callbacks: dict | None = None, overrides: dict | None = None) -> KafkaBroker:
-    """The broker with its one subscriber, as a reader would declare it."""
+          rebalance_callbacks: dict | None = None, overrides: dict | None = None, config: dict | None = None,
+          after_handled=None) -> KafkaBroker:
+    """The broker with its one subscriber, as a reader would declare it. `config`: librdkafka
+    settings of the variant's own, over the harness's; `after_handled(msg)`: the handler's last
+    step, after the crash point (consume_faststream_fixed.py's offset store)."""
     ensure_topic(dead_letter_topic(topic))
     # config: librdkafka settings the harness chose (session and poll timeouts); FastStream
     # merges it last, so it must not name enable.auto.commit, which the ack policy sets.
-    broker = KafkaBroker(BROKERS, allow_auto_create_topics=False, logger=FRAMEWORK_LOG, config=dict(overrides or {}))
+    broker = KafkaBroker(BROKERS, allow_auto_create_topics=False, logger=FRAMEWORK_LOG,
+                         config={**(overrides or {}), **(config or {})})
     policy = POLICIES[variant]
     handle = handle_once if variant == "fs-inbox" else credit_without_inbox
     db, dead_letters = Connection(dsn), make_producer()
@@ -103,6 +107,8 @@ def build(variant: str, topic: str, group: str, apply, *, dsn: str = DSN, after_
             raise
         if after_db_commit is not None:
             after_db_commit(raw, outcome)
+        if after_handled is not None:
+            after_handled(msg)
 
     return broker
 

@@ -22,14 +22,9 @@ to run without it, so half the fix fails loudly. A handler that raises is still 
 under ACK (FastStream commits after it, and the next handled message stores past it), as in
 fs-inbox: the claim is about kills, not about a lost database.
 """
-import asyncio
+from faststream.confluent import KafkaMessage
 
-from faststream.confluent import KafkaBroker, KafkaMessage
-from faststream.middlewares import AckPolicy
-
-from consume import BROKERS, DSN, dead_letter_topic, handle_once, process
-from publish import ensure_topic, make_producer
-from variants.consume_faststream import FRAMEWORK_LOG, HANDLER_FAILED_LOG, Connection, log, raw_body
+from variants import consume_faststream
 
 # What the lab runs of this file (lab/registry.py reads it without importing the module).
 VARIANTS = {
@@ -48,42 +43,11 @@ def store_handled(msg: KafkaMessage) -> None:
     msg.consumer.consumer.store_offsets(message=msg.raw_message)  # FastStream's consumer, then librdkafka's
 
 
-def build(topic: str, group: str, apply, *, dsn: str = DSN, after_db_commit=None,
-          rebalance_callbacks: dict | None = None, overrides: dict | None = None) -> KafkaBroker:
-    """fs-inbox's broker and subscriber, with the fix: the setting, and the store after the handler's work."""
-    ensure_topic(dead_letter_topic(topic))
-    broker = KafkaBroker(BROKERS, allow_auto_create_topics=False, logger=FRAMEWORK_LOG,
-                         config={**(overrides or {}), **NO_STORE_ON_POLL})
-    db, dead_letters = Connection(dsn), make_producer()
-
-    @broker.subscriber(topic, group_id=group, auto_offset_reset="earliest", decoder=raw_body,
-                       ack_policy=AckPolicy.ACK, **(rebalance_callbacks or {}))
-    def handler(body: bytes, msg: KafkaMessage) -> None:  # a plain def: FastStream runs it in a thread
-        raw = msg.raw_message
-        try:
-            outcome = process(db.get(), raw, dead_letters, handle_once, apply)
-        except Exception as e:
-            log.warning(HANDLER_FAILED_LOG, raw.topic(), raw.partition(), raw.offset(), f"{type(e).__name__}: {e}")
-            raise
-        if after_db_commit is not None:
-            after_db_commit(raw, outcome)  # the planted crash: committed in Postgres, nothing stored yet
-        store_handled(msg)  # then FastStream's ack commits what is stored
-
-    return broker
-
-
 def run_worker(lab) -> None:
-    """The lab's entry point, as fs-inbox's: FastStream stops the subscriber once `lab.stop` is set."""
+    """The lab's entry point: fs-inbox's subscriber (consume_faststream.run), with the fix: the
+    setting, and the store as the handler's last step, after its transaction and the crash point."""
     from variants.common import partition_logging
 
-    broker = build(lab.args.topic, lab.args.group, lab.apply, after_db_commit=lab.after_db_commit,
-                   rebalance_callbacks=partition_logging(), overrides=lab.overrides)
-
-    async def main() -> None:
-        async with broker:
-            await broker.start()
-            while not lab.stop.is_set():
-                await asyncio.sleep(0.1)
-
-    asyncio.run(main())
-
+    consume_faststream.run("fs-inbox", lab.args.topic, lab.args.group, lab.apply, stop=lab.stop,
+                           after_db_commit=lab.after_db_commit, rebalance_callbacks=partition_logging(),
+                           overrides=lab.overrides, config=NO_STORE_ON_POLL, after_handled=store_handled)
