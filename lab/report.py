@@ -15,7 +15,7 @@ import statistics
 import subprocess
 import sys
 
-from lab import charts, claims, cli, registry, results
+from lab import charts, claims, cli, faults, registry, results
 from lab.provenance import digest
 from lab.settings import RESULTS, ROOT
 
@@ -25,13 +25,6 @@ VARIANT_NAMES = {**registry.labels(),  # each variant's own label, where it is d
 # cluster.json: every fault and variant with acks=all (make measure-cluster); cluster-acks1.json: leader
 # kills under acks=1, the same harness and parameters otherwise
 CLUSTER_FILES = ("cluster.json", "cluster-acks1.json")
-CLUSTER_FAULT_NAMES = {
-    "leader-kill": "leader SIGKILLed, back after {down_s:g} s", "leader-pause": "leader paused {pause_s:g} s",
-    "controller-kill": "active controller SIGKILLed, back after {down_s:g} s",
-    "isolate-leader": "leader cut off from everyone for {isolate_s:g} s",
-    "pg-failover": "Postgres primary killed, standby promoted",
-    "pg-failover-stalled": "Postgres primary killed after its standby's stream stalled {stall_s:g} s, standby "
-                           "promoted"}
 POINT_NAMES = {"kill": "SIGKILL on M1's schedule", "pg-committed": "planted: after Postgres, before Kafka's commit",
                "kafka-committed": "planted: after Kafka's commit, before the next poll"}
 SOURCE_NAMES = {("relay", "on"): "relay: killed, and crashed between the ack and the mark",
@@ -911,41 +904,7 @@ def faults_more_section() -> str:
         for s in source["summary"].values():
             mine = [r for r in source["runs"] if (r["fault"], r["variant"]) == (s["fault"], s["variant"])]
             t, log = s["totals"], [f for r in mine for f in r["fault_log"]]
-            if s["fault"] == "pause-consumer":
-                met = f"{sum(bool(f.get('in_transaction')) for f in log)} of {len(log)} inside a transaction"
-                if any("lock_waited" in f for f in log):
-                    met += f", {sum(bool(f.get('lock_waited')) for f in log)} with another consumer waiting on a lock"
-            elif s["fault"] == "sigterm":
-                met = (f"exit {', '.join(sorted({str(f['exit_code']) for f in log}))} after "
-                       f"{max((f['exit_s'] for f in log), default=0):.2f} s at most; "
-                       f"{sum(f['sigkilled'] for f in log)} SIGKILLed")
-            elif s["fault"] == "lost-commit-reply":
-                tags = sorted({f["dropped"].split(" ")[0] for f in log if f["dropped"]})
-                met = "replies dropped to " + (", ".join("COMMIT" if tag == "COMMIT" else
-                                                         f"a {tag} that committed on its own" for tag in tags) or
-                                               "nothing")
-                if any(f["dropped"] is None for f in log):
-                    met += f"; {sum(f['dropped'] is None for f in log)} armed after the last commit, met nothing"
-            elif s["fault"] == "offsets-expired":
-                how = {f["expired_by"] for f in log}
-                met = ("offsets expired by the broker" if how == {"retention"} else "the empty group deleted") + \
-                    f" after {results.stats(f['outage_s'] for f in log)['median']:.0f} s (median)"
-                if any(f["forgotten"] for f in log):
-                    met += f"; {sum(f['forgotten'] for f in log):,} inbox rows forgotten first"
-            elif s["fault"] == "topic-recreated":
-                met = f"{sum(f['republished'] for f in log):,} credits published to the topic made again"
-            elif s["fault"] == "pause-postgres":
-                states = collections.Counter(f["state"] for f in log)
-                met = ", ".join(f"{n} {state}" for state, n in states.most_common()) + \
-                    f"; {sum(bool(f.get('lock_waited')) for f in log)} with another consumer waiting on a lock"
-            elif s["fault"] == "disk-full":
-                # restarted_on_disk_full: the restarts whose error named the full disk (older files: all restarts)
-                met = f"{sum(r.get('restarted_on_disk_full', r.get('restarted', 0)) for r in mine)} " \
-                    "restarts on DiskFull in process"
-            elif s["fault"] == "pg-max-connections":
-                met = f"{sum(r.get('connect_refused', 0) for r in mine)} refused first connections, waited for"
-            else:
-                raise ValueError(f"faults-more.json holds a fault the report does not know: {s['fault']}")
+            met = faults.get(s["fault"]).met(log, mine)  # each fault says what it met (lab/faults/)
             if stuck := sum(r.get("stuck", 0) for r in mine):  # no credit within the harness's deadline after a fault
                 met += f"; **{stuck} left the consumers stuck**"
             rows.append(f"| {s['fault']}{note} | {VARIANT_NAMES[s['variant']]} | {s['runs']} | {t['faults']} "
@@ -992,6 +951,13 @@ def race_section() -> str:
             f"From `results/race.json`: {provenance(race)}.\n")
 
 
+def cluster_fault_name(r: dict, config: dict) -> str:
+    """An M8 run's fault as the tables name it: its title, the standby's mode, acks other than all."""
+    fault = faults.get(r["fault"])
+    return (fault.title.format(**config) + (f", {r['replication']} standby" if "pg-standby" in fault.needs else "")
+            + ("" if r["acks"] == "all" else f", acks={r['acks']}"))
+
+
 # (measurement, results file, how a run's fault and variant read in the findings table)
 FINDINGS = [
     ("M1 hard kills", "kill.json", lambda r, c: ("SIGKILL", r["variant"])),
@@ -1022,10 +988,7 @@ FINDINGS = [
     ("M7 exactly-once", "eos.json", lambda r, c: (POINT_NAMES[r["point"]], r["variant"])),
     ("M7 publishers", "publish.json", lambda r, c: (SOURCE_NAMES[(r["source"], r["idempotence"])], r["variant"])),
     ("M1 hard kills", "kill-o.json", lambda r, c: ("SIGKILL", r["variant"])),
-    *[("M8 replicated lab", name, lambda r, c: (
-        CLUSTER_FAULT_NAMES[r["fault"]].format(**c) + (f", {r['replication']} standby" if r["fault"].startswith("pg-")
-                                                       else "") + ("" if r["acks"] == "all" else f", acks={r['acks']}"),
-        r["variant"])) for name in CLUSTER_FILES],
+    *[("M8 replicated lab", name, lambda r, c: (cluster_fault_name(r, c), r["variant"])) for name in CLUSTER_FILES],
 ]
 
 
@@ -1094,15 +1057,16 @@ def cluster_section() -> str:
     c = cluster["config"]
     groups = {}
     for r, config in cluster_runs():
-        fault = CLUSTER_FAULT_NAMES[r["fault"]].format(**config)
+        fault = faults.get(r["fault"]).title.format(**config)
         groups.setdefault((fault, r["fault"], r["variant"], r["replication"], r["acks"]), []).append(r)
     rows = [[name, VARIANT_NAMES[variant],
-             replication if fault.startswith("pg-") else "–", acks, len(mine), sum(r["duplicates"] for r in mine),
+             replication if "pg-standby" in faults.get(fault).needs else "–", acks, len(mine),
+             sum(r["duplicates"] for r in mine),
              f"{sum(r['lost'] for r in mine):,}", sum(r["acked_missing"] for r in mine),
              spread(results.stats(r["longest_stall_s"] for r in mine), 1),
              f"{sum(bool(r['balances_exact']) for r in mine)} of {len(mine)}"]
             for (name, fault, variant, replication, acks), mine in sorted(
-                groups.items(), key=lambda g: (list(CLUSTER_FAULT_NAMES).index(g[0][1]), g[0][3], g[0][4] != "all",
+                groups.items(), key=lambda g: (list(faults.registry()).index(g[0][1]), g[0][3], g[0][4] != "all",
                                                g[0][2]))]
     return (markdown_table(["Fault", "Variant", "Postgres standby", "acks", "Runs", "Duplicates", "Lost",
                             "Acknowledged records missing", "Longest stall, s", "Exact balances"], rows,

@@ -81,6 +81,10 @@ class Fault:
     around_consumers: Callable[[Scene], contextlib.AbstractContextManager] = _no_context
     start: Callable | None = None  # start(scene, variant, run) -> (workers, settle options), with no inject
     tally: Callable | None = None  # tally(workers) -> fields its run record adds
+    # met(log, runs) -> what the faults met, in words, for the report's table (M10): `log`, every
+    # fault_log entry of the runs of one variant under it; `runs`, those runs
+    met: Callable[[list, list], str] | None = None
+    title: str = ""  # how the report names it, a format over the run's config (M8: "leader paused {pause_s:g} s")
     module: str = ""
 
     def params(self, config: dict) -> dict:

@@ -106,9 +106,15 @@ def fill(scene, outage_s: float) -> dict:
     return {"outage_s": outage_s, "filled_bytes": filled}
 
 
+def met(log: list, runs: list) -> str:
+    # restarted_on_disk_full: the restarts whose error named the full disk (older files: all restarts)
+    restarts = sum(r.get("restarted_on_disk_full", r.get("restarted", 0)) for r in runs)
+    return f"{restarts} restarts on DiskFull in process"
+
+
 FAULTS = (
     Fault("disk-full", "the small disk under the run's tables filled to its last byte for --outage-s",
           needs={"stack", "pool", "root"}, inject=fill, defaults={"outage_s": 5.0}, order=45,
           around_run=small_disk, around_consumers=move_the_tables,
-          tally=lambda workers: {"restarted_on_disk_full": restarts_naming(workers, DISK_FULL)}),
+          tally=lambda workers: {"restarted_on_disk_full": restarts_naming(workers, DISK_FULL)}, met=met),
 )

@@ -53,5 +53,5 @@ def isolate_leader(topic: str, isolate_s: float = 15.0) -> dict:
 FAULTS = (
     Fault("isolate-leader", "the leader moved into a network namespace and every link of it cut for --isolate-s",
           needs={"replicated", "netns"}, inject=lambda scene, isolate_s: isolate_leader(scene.topic, isolate_s),
-          defaults={"isolate_s": 15.0}, order=53),
+          defaults={"isolate_s": 15.0}, order=53, title="leader cut off from everyone for {isolate_s:g} s"),
 )

@@ -121,11 +121,11 @@ def controller_kill(down_s: float = 10.0) -> dict:
 FAULTS = (
     Fault("leader-kill", "SIGKILL the node leading most of the topic's partitions, start it again after --down-s",
           needs={"replicated"}, inject=lambda scene, down_s: leader_kill(scene.topic, down_s),
-          defaults={"down_s": 10.0}, order=50),
+          defaults={"down_s": 10.0}, order=50, title="leader SIGKILLed, back after {down_s:g} s"),
     Fault("leader-pause", "SIGSTOP the node leading most of the topic's partitions for --pause-s, then SIGCONT",
           needs={"replicated"}, inject=lambda scene, pause_s: leader_pause(scene.topic, pause_s),
-          defaults={"pause_s": 15.0}, order=51),
+          defaults={"pause_s": 15.0}, order=51, title="leader paused {pause_s:g} s"),
     Fault("controller-kill", "SIGKILL the active KRaft controller, start it again after --down-s",
           needs={"replicated"}, inject=lambda scene, down_s: controller_kill(down_s), defaults={"down_s": 10.0},
-          order=52),
+          order=52, title="active controller SIGKILLed, back after {down_s:g} s"),
 )

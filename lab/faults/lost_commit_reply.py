@@ -35,7 +35,16 @@ def drop_a_reply(scene) -> dict:
     return {"outage_s": 0.0, "dropped": proxy.dropped[-1] if proxy.fired.is_set() else None}
 
 
+def met(log: list, runs: list) -> str:
+    tags = sorted({f["dropped"].split(" ")[0] for f in log if f["dropped"]})
+    said = "replies dropped to " + (", ".join("COMMIT" if tag == "COMMIT" else f"a {tag} that committed on its own"
+                                              for tag in tags) or "nothing")
+    if any(f["dropped"] is None for f in log):
+        said += f"; {sum(f['dropped'] is None for f in log)} armed after the last commit, met nothing"
+    return said
+
+
 FAULTS = (
     Fault("lost-commit-reply", "a COMMIT lands on the server and its reply never reaches the consumer",
-          needs={"stack", "pool"}, inject=drop_a_reply, around_consumers=through_the_proxy, order=44),
+          needs={"stack", "pool"}, inject=drop_a_reply, around_consumers=through_the_proxy, order=44, met=met),
 )

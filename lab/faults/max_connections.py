@@ -38,7 +38,12 @@ def restart_refused(scene, outage_s: float) -> dict:
     return {"outage_s": outage_s}
 
 
+def met(log: list, runs: list) -> str:
+    return f"{sum(r.get('connect_refused', 0) for r in runs)} refused first connections, waited for"
+
+
 FAULTS = (
     Fault("pg-max-connections", "the consumer SIGKILLed and started again while the server refuses its role, "
-          "for --outage-s", needs={"stack", "pool"}, inject=restart_refused, defaults={"outage_s": 5.0}, order=43),
+          "for --outage-s", needs={"stack", "pool"}, inject=restart_refused, defaults={"outage_s": 5.0}, order=43,
+          met=met),
 )

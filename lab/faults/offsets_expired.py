@@ -8,6 +8,7 @@ Claim: the run waits until the broker has no offset of the group left, under a d
 Assumptions: a broker started with a short offsets.retention.minutes (docs/faults-more.md),
 unless --delete-group; it refuses to wait out more than 5 minutes.
 """
+import statistics
 import time
 from datetime import timedelta
 
@@ -88,8 +89,17 @@ def before(args) -> dict:
     return {"offsets_retention_minutes": minutes}
 
 
+def met(log: list, runs: list) -> str:
+    how = {f["expired_by"] for f in log}
+    said = (("offsets expired by the broker" if how == {"retention"} else "the empty group deleted")
+            + f" after {statistics.median(f['outage_s'] for f in log):.0f} s (median)")
+    if any(f["forgotten"] for f in log):
+        said += f"; {sum(f['forgotten'] for f in log):,} inbox rows forgotten first"
+    return said
+
+
 FAULTS = (
     Fault("offsets-expired", "every credit applied, the group's committed offsets expire, the consumers "
           "start again", needs={"stack", "pool"}, inject=expire, defaults={"forgotten": 0.0, "delete_group": False},
-          order=46, once=True, before=before),
+          order=46, once=True, before=before, met=met),
 )

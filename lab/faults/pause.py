@@ -10,6 +10,8 @@ before it was stopped.
 Assumptions: the single-node stack's superuser, to read pg_stat_activity; each consumer
 names itself (application_name) per life; the run connects as a role of its own.
 """
+import collections
+
 import psycopg
 
 from lab import harness, nemesis, stack
@@ -72,11 +74,24 @@ def _outlasts_the_poll_interval(args) -> str | None:
     return None
 
 
+def met_pausing_a_consumer(log: list, runs: list) -> str:
+    met = f"{sum(bool(f.get('in_transaction')) for f in log)} of {len(log)} inside a transaction"
+    if any("lock_waited" in f for f in log):
+        met += f", {sum(bool(f.get('lock_waited')) for f in log)} with another consumer waiting on a lock"
+    return met
+
+
+def met_pausing_postgres(log: list, runs: list) -> str:
+    states = collections.Counter(f["state"] for f in log)
+    return (", ".join(f"{n} {state}" for state, n in states.most_common())
+            + f"; {sum(bool(f.get('lock_waited')) for f in log)} with another consumer waiting on a lock")
+
+
 FAULTS = (
     Fault("pause-consumer", "one of two consumers SIGSTOPped for --pause-s, past the session timeout, then SIGCONTed",
           needs={"stack", "pool"}, inject=pause_consumer, defaults={"pause_s": 12.0}, order=40, consumers=2,
-          in_handler=True, check=_outlasts_the_session),
+          in_handler=True, check=_outlasts_the_session, met=met_pausing_a_consumer),
     Fault("pause-postgres", "the backend serving one of two consumers SIGSTOPped for --pause-s, then SIGCONTed",
           needs={"stack", "pool"}, inject=pause_postgres, defaults={"pause_s": 12.0}, order=41, consumers=2,
-          in_handler=True, check=_outlasts_the_poll_interval),
+          in_handler=True, check=_outlasts_the_poll_interval, met=met_pausing_postgres),
 )

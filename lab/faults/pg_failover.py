@@ -64,8 +64,10 @@ def pg_failover(stall_s: float = 0.0) -> dict:
 
 FAULTS = (
     Fault("pg-failover", "SIGKILL every process of the Postgres primary at once, promote the standby",
-          needs={"replicated", "pg-standby"}, inject=lambda scene: pg_failover(0.0), order=54),
+          needs={"replicated", "pg-standby"}, inject=lambda scene: pg_failover(0.0), order=54,
+          title="Postgres primary killed, standby promoted"),
     Fault("pg-failover-stalled", "the same, the primary's WAL sender paused --stall-s first",
           needs={"replicated", "pg-standby"}, inject=lambda scene, stall_s: pg_failover(stall_s),
-          defaults={"stall_s": 4.0}, order=55),
+          defaults={"stall_s": 4.0}, order=55,
+          title="Postgres primary killed after its standby's stream stalled {stall_s:g} s, standby promoted"),
 )

@@ -34,7 +34,12 @@ def stop_and_start(scene, stop_deadline_s: float) -> dict:
     return {"outage_s": stopped["exit_s"], **stopped}
 
 
+def met(log: list, runs: list) -> str:
+    return (f"exit {', '.join(sorted({str(f['exit_code']) for f in log}))} after "
+            f"{max((f['exit_s'] for f in log), default=0):.2f} s at most; {sum(f['sigkilled'] for f in log)} SIGKILLed")
+
+
 FAULTS = (
     Fault("sigterm", "SIGTERM the consumer, SIGKILL it after --stop-deadline-s, start it again",
-          needs={"stack", "pool"}, inject=stop_and_start, defaults={"stop_deadline_s": 30.0}, order=42),
+          needs={"stack", "pool"}, inject=stop_and_start, defaults={"stop_deadline_s": 30.0}, order=42, met=met),
 )

@@ -39,7 +39,11 @@ def recreate(scene) -> dict:
     return {"outage_s": 0.0, "republished": len(scene.later), "applied_before": applied, "stuck_before": stuck}
 
 
+def met(log: list, runs: list) -> str:
+    return f"{sum(f['republished'] for f in log):,} credits published to the topic made again"
+
+
 FAULTS = (
     Fault("topic-recreated", "every credit applied, the topic deleted and made again, new credits published",
-          needs={"stack", "pool"}, inject=recreate, order=47, once=True, republishes=True),
+          needs={"stack", "pool"}, inject=recreate, order=47, once=True, republishes=True, met=met),
 )
