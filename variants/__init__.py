@@ -37,6 +37,7 @@ that fit, and a results file records the file each run loaded.
     consume_external.py   ext, outbox, relay: an effect outside the database (provider.py)
     consume_faststream.py, consume_quix.py   the frameworks (M9)
     consume_faststream_fixed.py   fs-inbox-fixed: FastStream with a commit that cannot pass its handler
+    consume_quix_inbox.py qx-eos-inbox, qx-alo-inbox: Quix with a sink that claims each event in the inbox
     shortcuts.py          upsert, versioned, offset-dedup: the post's shortcuts
     relay.py              kafka-relay: the outbox relay, at least once
     inbox_v7.py/.sql      the lean inbox: uuid keys, partitioned by time
