@@ -13,7 +13,9 @@ it is opened (so a SIGKILLed worker has told what it ran); the harness that read
 hands them to heard(), and the run's record is this process's files and the workers'.
 """
 import contextlib
+import functools
 import hashlib
+import importlib.metadata
 import os
 import re
 import sys
@@ -23,12 +25,17 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 KINDS = (".py", ".sql")  # code and the SQL it runs; prose, results and caches are not code
 NOT_CODE = ("results", "docs")  # folders of the checkout whose files never move a figure
-LOADED_LOG = "provenance: loaded %s %s"  # path (from the checkout's root), content hash
+LOADED_LOG = "provenance: loaded %s %s"  # path (from the checkout's root), content hash; or package:NAME, version
 LOADED = re.compile(r"provenance: loaded (\S+) ([0-9a-f]{12}|gone)\s*$")
+PACKAGE = "package:"  # the prefix of a third-party package's entry: package:quixstreams 3.28.1
+PACKAGE_LOADED = re.compile(r"provenance: loaded package:(\S+) (\S+)\s*$")
+SITE = re.compile(r"/site-packages/([A-Za-z_][A-Za-z0-9_]*)(?:/|\.py$|\.cpython|\.abi3)")
 CACHED = re.compile(r"^(.*)/__pycache__/([^/.]+)\.[^/]+\.pyc$")
 
 _mine: dict[str, str] = {}  # this process's files
 _heard: dict[str, str] = {}  # the current run's workers' files
+_my_packages: dict[str, str] = {}  # the third-party packages this process imported: name -> version
+_heard_packages: dict[str, str] = {}  # the current run's workers' packages
 _lock = threading.Lock()
 _state = threading.local()  # set while the hook itself opens a file to hash it
 _emit = None
@@ -101,9 +108,36 @@ def _hook(event: str, args: tuple) -> None:
         text = os.fsdecode(args[0])  # str, bytes or a path-like
     except TypeError:
         return
-    if text.startswith("/") and not text.startswith(ROOT_TEXT):  # the common case, decided cheaply
+    if "/site-packages/" in text:
+        note_package(text)
+    elif text.startswith(ROOT_TEXT) or not text.startswith("/"):  # most opens are elsewhere: decided cheaply
+        note(text)
+
+
+@functools.cache
+def distributions() -> dict[str, list[str]]:
+    with unrecorded():
+        return importlib.metadata.packages_distributions()
+
+
+def note_package(path: str) -> None:
+    """Record the version of the third-party package a file under site-packages belongs to,
+    once (and tell the harness, in a worker): a framework in a venv of its own says its own."""
+    found = SITE.search(path)
+    if found is None or found.group(1) in _my_packages:
         return
-    note(text)
+    name = found.group(1)
+    with unrecorded():
+        try:
+            version = importlib.metadata.version(distributions().get(name, [name])[0])
+        except (importlib.metadata.PackageNotFoundError, IndexError):
+            version = "unknown"
+    with _lock:
+        if name in _my_packages:
+            return
+        _my_packages[name] = version
+    if _emit is not None:
+        _emit(PACKAGE + name, version)
 
 
 def print_line(relative: str, hashed: str) -> None:
@@ -121,16 +155,23 @@ def watch(emit=None) -> None:
         watch.installed = True
         sys.addaudithook(_hook)
     for module in list(sys.modules.values()):
-        note(getattr(module, "__file__", None) or "")
+        where = getattr(module, "__file__", None) or ""
+        note_package(where) if "/site-packages/" in where else note(where)
     if emit is not None and _emit is None:
         _emit = emit
         for relative, hashed in sorted(loaded().items()):
             emit(relative, hashed)  # what it loaded before it was told where to say so
+        for name, version in sorted(_my_packages.items()):
+            emit(PACKAGE + name, version)
 
 
 def heard(line: str) -> bool:
-    """Take one line of a worker's log: if it says the worker loaded a file, add it to the
-    run's record and return True."""
+    """Take one line of a worker's log: if it says the worker loaded a file (or a package),
+    add it to the run's record and return True."""
+    if package := PACKAGE_LOADED.search(line):
+        with _lock:
+            _heard_packages[package.group(1)] = package.group(2)
+        return True
     found = LOADED.search(line)
     if found is None:
         return False
@@ -145,6 +186,7 @@ def begin_run() -> None:
     """A new run: forget what the last run's workers loaded (this process's files stay)."""
     with _lock:
         _heard.clear()
+        _heard_packages.clear()
 
 
 def workers_loaded() -> dict[str, str]:
@@ -159,6 +201,21 @@ def loaded() -> dict[str, str]:
         merged = dict(_heard)
         for relative, hashed in _mine.items():
             merged[relative] = hashed if merged.get(relative, hashed) == hashed else "mixed"
+    return dict(sorted(merged.items()))
+
+
+def workers_packages() -> dict[str, str]:
+    with _lock:
+        return dict(sorted(_heard_packages.items()))
+
+
+def packages() -> dict[str, str]:
+    """The third-party packages this process and the current run's workers imported, with their
+    versions (a worker in a venv of its own may differ: "qx 3.28.1 / 2.12.0" is not merged)."""
+    with _lock:
+        merged = dict(_heard_packages)
+        for name, version in _my_packages.items():
+            merged[name] = version if merged.get(name, version) == version else f"{version}, {merged[name]}"
     return dict(sorted(merged.items()))
 
 

@@ -219,7 +219,7 @@ class ResultsFile:
     def add(self, record: dict, summarise) -> None:
         """Record a run, with the code it ran: the commit, and every file of the checkout that
         this process and the run's workers loaded (lab.provenance), with its hash."""
-        self.runs.append({**record, **self.code, "loaded": provenance.loaded()})
+        self.runs.append({**record, **self.code, "loaded": provenance.loaded(), "packages": provenance.packages()})
         self.document["summary"] = summarise(self.runs)
         write_results(self.path, self.document)
 

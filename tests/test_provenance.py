@@ -28,6 +28,16 @@ def test_checking_a_file_against_a_run_is_not_loading_it():
     assert never_imported_here not in provenance.loaded()
 
 
+def test_a_package_under_site_packages_is_recorded_by_its_name_and_version():
+    import psycopg
+
+    provenance.watch()
+    assert provenance.packages()["psycopg"] == psycopg.__version__
+    assert provenance.SITE.search("/x/lib/python3.11/site-packages/quixstreams/app.py").group(1) == "quixstreams"
+    assert provenance.SITE.search("/x/site-packages/_cffi_backend.cpython-311-x86_64-linux-gnu.so").group(1) == \
+        "_cffi_backend"
+
+
 def test_the_changed_files_are_those_whose_content_differs_now(tmp_path):
     (tmp_path / "a.py").write_text("A = 1\n")
     (tmp_path / "b.sql").write_text("SELECT 1;\n")
@@ -46,6 +56,11 @@ def test_a_worker_says_what_it_loaded_and_the_harness_hears_it(dsn, topic, group
                                    and "consume.py" in provenance.workers_loaded(), 60, "the worker's loaded lines")
         assert heard
         assert provenance.workers_loaded()["consume.py"] == provenance.digest("consume.py")
+        # and the third-party packages it imported, with the versions its own environment has
+        import confluent_kafka
+
+        harness.wait_until(lambda: "confluent_kafka" in provenance.workers_packages(), 30, "the worker's packages")
+        assert provenance.workers_packages()["confluent_kafka"] == confluent_kafka.__version__
         assert "provenance: loaded" not in worker.log_tail()  # heard, not shown as the worker's news
         # what report.CODE leaves out of a run that did not record its files: the report's own
         assert not {"lab/report.py", "lab/claims.py", "lab/charts.py"} & set(provenance.workers_loaded())
