@@ -74,7 +74,24 @@ def totals_rows(summary: dict, names: dict, cells) -> list[list]:
 def provenance(doc: dict) -> str:
     m, v = doc["machine"], doc["versions"]
     return (f"{m['cores']} cores, {m['memory_gib']} GiB; Kafka {v['kafka']}, PostgreSQL {v['postgresql']}, "
-            f"confluent-kafka {v['confluent_kafka']} (librdkafka {v['librdkafka']}); {measured_by(doc)}")
+            f"confluent-kafka {v['confluent_kafka']} (librdkafka {v['librdkafka']}){frameworks_ran(doc)}; "
+            f"{measured_by(doc)}")
+
+
+FRAMEWORKS = {"faststream": "FastStream", "quixstreams": "Quix Streams", "aiokafka": "aiokafka"}
+
+
+def frameworks_ran(doc: dict) -> str:
+    """The frameworks the runs' workers imported, with their versions, and a confluent-kafka of a
+    worker's own environment where it is not the harness's (runs record their packages)."""
+    seen: dict[str, set] = collections.defaultdict(set)
+    for run in doc["runs"]:
+        for name, versions in run.get("packages", {}).items():
+            seen[name].update(versions.split(", "))
+    said = [f"{FRAMEWORKS[name]} {', '.join(sorted(seen[name]))}" for name in FRAMEWORKS if seen.get(name)]
+    if other := sorted(seen.get("confluent_kafka", set()) - {doc["versions"]["confluent_kafka"]}):
+        said.append(f"confluent-kafka {', '.join(other)} in a framework's own environment")
+    return f"; the workers ran {', '.join(said)}" if said else ""
 
 
 # What a run may have loaded, for runs that did not record it: the code, less the tests and the

@@ -61,6 +61,16 @@ def test_a_section_names_the_code_its_runs_came_from_and_flags_what_changed_sinc
 
 
 
+def test_a_footer_names_the_frameworks_its_runs_imported_and_their_own_client():
+    doc = {"machine": {"cores": 2, "memory_gib": 23.5}, "runs": [
+        {"commit": "abc", "packages": {"quixstreams": "3.28.1", "confluent_kafka": "2.15.1, 2.12.2"}},
+        {"commit": "abc", "packages": {"faststream": "0.7.8", "confluent_kafka": "2.15.1"}}],
+        "versions": {"kafka": "4.3.1", "postgresql": "18.6", "confluent_kafka": "2.15.1", "librdkafka": "2.15.1"}}
+    assert report.frameworks_ran(doc) == ("; the workers ran FastStream 0.7.8, Quix Streams 3.28.1, "
+                                          "confluent-kafka 2.12.2 in a framework's own environment")
+    assert report.frameworks_ran({**doc, "runs": [{"packages": {"psycopg": "3.3.9"}}, {}]}) == ""
+
+
 def test_cpu_per_message_is_a_table_of_its_own_only_when_runs_recorded_it():
     stat = {"median": 2.0, "min": 1.0, "max": 3.0}
     cpu = {kind: stat for kind in (*report.CPU_KINDS, "total")}
