@@ -9,7 +9,7 @@ FORCE ?=
 SERIAL_STACK := LAB_STACK_HOME=$(CURDIR)/.cache/serial KAFKA_BROKERS=localhost:59392 \
   CONSUMER_DSN=postgresql://inbox_consumer:inbox_consumer@localhost:55732/consumer
 
-.PHONY: setup setup-frameworks up down status demo tour test test-post test-frameworks lint measure report up-replicated test-replicated measure-cluster
+.PHONY: setup setup-frameworks examples up down status demo tour test test-post test-frameworks test-examples lint measure report up-replicated test-replicated measure-cluster
 
 setup: $(VENV)/.installed $(KAFKA_JAR)
 
@@ -32,6 +32,15 @@ $(VENV_QUIX)/.installed: requirements-quix.txt
 	@$(PYTHON) -m venv $(VENV_QUIX) || { echo "make: $(PYTHON) -m venv failed: install the venv module (apt-get install python3-venv), then run make again" >&2; rm -rf $(VENV_QUIX); exit 1; }
 	$(VENV_QUIX)/bin/pip install --quiet --disable-pip-version-check -r requirements-quix.txt
 	touch $@
+
+# The consumers outside Python (docs/your-consumer.md): the Java pair, built with Maven from
+# Maven Central (kafka-clients 4.3.1, PostgreSQL's JDBC driver). `make test-examples` needs them.
+JAVA_EXAMPLES := examples/java/target/consumers.jar
+examples: $(JAVA_EXAMPLES)
+
+$(JAVA_EXAMPLES): examples/java/pom.xml $(wildcard examples/java/src/main/java/inbox/*.java)
+	@command -v mvn >/dev/null || { echo "make examples: Maven (mvn) and a JDK 17 are needed: apt-get install maven" >&2; exit 1; }
+	mvn -q -f examples/java/pom.xml package
 
 $(KAFKA_JAR): $(VENV)/.installed lab/pom.xml
 	$(PY) -m lab.stack fetch
@@ -165,6 +174,10 @@ test: up
 # M9's frameworks on the real services, in their own environments (FastStream; Quix in .venv-quix).
 test-frameworks: up setup-frameworks
 	$(PY) -m pytest tests/frameworks
+
+# The consumers outside Python, through the same harnesses as any command (`--command`).
+test-examples: up examples
+	$(PY) -m pytest tests/examples
 
 # The tests that stand for the post's 13 (README, "The post's 13 tests").
 test-post: up

@@ -11,6 +11,7 @@ effect lives in the inbox's database; CONSUMER_DSN and KAFKA_BROKERS name the se
 and why, is a table in README.md ("consume.py beside the post's listing").
 
     python consume.py        # reads consumer.deposits as group wallet-credits
+    KAFKA_TOPIC=t KAFKA_GROUP=g python consume.py   # as the lab starts it (docs/your-consumer.md)
 """
 import hashlib
 import json
@@ -31,6 +32,11 @@ BROKERS = os.environ.get("KAFKA_BROKERS", "localhost:59092")
 CONSUMER_NAME = "wallet-credits"  # the inbox key's first half: each consumer remembers its own IDs
 MAX_EVENT_ID_BYTES = 512  # far above any UUID; a B-tree entry has a hard size limit
 log = logging.getLogger("consume")
+# Added: the librdkafka settings a harness may set through the environment (docs/your-consumer.md).
+FROM_ENVIRONMENT = {"KAFKA_SESSION_TIMEOUT_MS": "session.timeout.ms",
+                    "KAFKA_MAX_POLL_INTERVAL_MS": "max.poll.interval.ms",
+                    "KAFKA_HEARTBEAT_INTERVAL_MS": "heartbeat.interval.ms",
+                    "KAFKA_GROUP_PROTOCOL": "group.protocol"}
 
 # The lines the lab counts, printed here and nowhere else (lab/harness.py parses them).
 SKIPPED_LOG = "skipped duplicate %s"
@@ -250,4 +256,8 @@ if __name__ == "__main__":
     stopping = threading.Event()
     signal.signal(signal.SIGINT, lambda *_: stopping.set())
     signal.signal(signal.SIGTERM, lambda *_: stopping.set())
-    run("consumer.deposits", group=CONSUMER_NAME, stop=stopping)
+    # Added: where to read, and the group's timeouts, from the environment, as the lab's
+    # harnesses start any consumer command (docs/your-consumer.md).
+    settings = {key: os.environ[name] for name, key in FROM_ENVIRONMENT.items() if os.environ.get(name)}
+    run(os.environ.get("KAFKA_TOPIC", "consumer.deposits"), group=os.environ.get("KAFKA_GROUP", CONSUMER_NAME),
+        stop=stopping, **settings)

@@ -24,16 +24,24 @@ that); each run has its own schema, topic and group.
     python measure_kill.py --variant c
     python measure_kill.py --variant all --runs 5 --kills 20 --events 10000
     python measure_kill.py --variant b,c --planted-crash 40 --runs 1 --kills 5 --events 2000 --explain  # make demo
+    python measure_kill.py --command "python consume.py" --runs 1 --kills 5   # any consumer: docs/your-consumer.md
+    python measure_kill.py --variant c --fault pg-restart,broker-restart --runs 1   # kills mixed with faults
+
+`--fault NAME[,NAME]` mixes faults into the kills: halfway through each life, one of them,
+drawn on the run's seed (lab/faults/schedule.composed), is landed on the working consumer; any
+fault of lab/faults/ that needs only the single-node stack and acts by itself (FAULTS below).
 """
 import sys
 import time
 
-from lab import cli, harness, nemesis, registry, results
+from lab import cli, command, faults, harness, nemesis, registry, results
+from lab.faults import schedule
 
 POST_VARIANTS = registry.names(group="post")  # the post's table (a1, a2, b, c): what --variant all runs
 VARIANTS = registry.names(kind="consumer")  # any consumer in a group the registry declares (the frameworks: M9)
-
-
+# Faults a kill run can mix in: on the single-node stack, landed by themselves on a working consumer.
+FAULTS = tuple(name for name in faults.select("stack", without=("pool", "netns", "root"))
+               if (f := faults.get(name)).inject and not (f.in_handler or f.once or f.republishes or f.consumers > 1))
 PLANTED_WAIT_S = 120.0
 
 
@@ -79,18 +87,28 @@ def run_once(variant: str, run: int, config: dict) -> dict:
             return {"kill": k, "life_s": life, "ledger_rows": rows, "exit_code": exit_code,
                     "counts": dict(worker.counts)}
 
+        drawn = [name for _, name in schedule.composed(config["faults"], seed, config["kills"])] \
+            if config.get("faults") else []
+
+        def mid_life(k, worker):  # one drawn fault, landed on the working consumer
+            scene = faults.Scene(config=config, space=space, events=events, target=worker)
+            results.progress(f"{variant} run {run}: {drawn[k - 1]} in life {k}")
+            return {"fault": drawn[k - 1], "met": faults.get(drawn[k - 1]).land(scene)}
+
         kill_log = nemesis.kill_loop(
             nemesis.kill_schedule(seed, config["kills"], config["life"]),
             start=lambda: harness.Worker(variant, space.topic, space.group, space.dsn, log_path, args),
-            working=lambda worker: worker.working(space.group, space.topic) == "effect", after_kill=after_kill)
+            working=lambda worker: worker.working(space.group, space.topic) == "effect", after_kill=after_kill,
+            mid_life=mid_life if drawn else None)
         if len(kill_log) < config["kills"]:
             results.progress(f"{variant} run {run}: nothing left to consume after {len(kill_log)} kills")
 
         # recovery, then the checker
         recovery = harness.recover(variant, space, deadline_s=max(300.0, config["events"] * 0.1), log_path=log_path,
                                    args=args)
-        verdict = harness.verdict_of(events, space.admin)
-        order = harness.order_of(events, space.admin)
+        effects_query = registry.get(variant).effects
+        verdict = harness.verdict_of(events, space.admin, effects_query=effects_query)
+        order = None if effects_query else harness.order_of(events, space.admin)
         if planted:  # how often the crashed event was credited in the end: the post's test
             planted["ledger_rows"] = sum(row[0] == planted["event"] for row in harness.effects(space.admin)["ledger"])
     skipped = sum(entry["counts"].get("skipped", 0) for entry in kill_log) + recovery["counts"].get("skipped", 0)
@@ -117,7 +135,7 @@ def table(summary: dict) -> str:
 
 
 def verdict_line(r: dict) -> str:
-    exact = "balances exact" if r["balances_exact"] else "balances WRONG"
+    exact = {True: "balances exact", False: "balances WRONG", None: "balances not checked"}[r["balances_exact"]]
     crashed = f", {len(r['crashes'])} exited by themselves (codes {r['crashes']})" if r.get("crashes") else ""
     return (f"{r['variant']} run {r['run']}: {r['duplicates']} duplicates, {r['lost']} lost, {exact} "
             f"({r['kills']} kills{crashed}, {r['events']} events, {r['wall_s']:g}s)")
@@ -157,8 +175,10 @@ def explain(document: dict) -> str:
 def parse_args(argv=None):
     parser = cli.measurement("M1: hard-kill each consumer variant and count duplicates and losses.", None,
                              events=10000, work_ms=10, keep=True)
-    parser.add_argument("--variant", required=True, type=cli.names_of((*VARIANTS, "all", "frameworks")),
-                        help="one variant, or several (b,c), side by side; all: the post's four; frameworks: M9's")
+    which = parser.add_mutually_exclusive_group(required=True)
+    which.add_argument("--variant", type=cli.names_of((*VARIANTS, "all", "frameworks")),
+                       help="one variant, or several (b,c), side by side; all: the post's four; frameworks: M9's")
+    command.command_flags(parser, which)
     parser.add_argument("--kills", type=int, default=20)
     parser.add_argument("--life", type=nemesis.life_range, default=(1.0, 8.0), metavar="MIN,MAX",
                         help="seconds a worker lives after its first side effect")
@@ -168,8 +188,11 @@ def parse_args(argv=None):
     parser.add_argument("--connections", type=int, default=1, help="p only: statements at once")
     parser.add_argument("--planted-crash", type=int, default=0, metavar="N",
                         help="first, the post's test: crash right after the DB commit of the N-th credit applied")
+    parser.add_argument("--fault", type=cli.names_of(FAULTS, "fault"), default=[], metavar="NAME[,NAME]",
+                        help=f"mix faults into the kills, one halfway through each life: {', '.join(FAULTS)}")
     parser.add_argument("--explain", action="store_true", help="end with a few lines on what was measured")
     args = parser.parse_args(argv)
+    command.declare_command(parser, args)
     cli.at_least(parser, args, 1, "runs", "kills", "events", "partitions", "connections", "batch", "lanes",
                  "session_timeout_ms")
     cli.at_least(parser, args, 0, "work_ms", "planted_crash")
@@ -178,7 +201,8 @@ def parse_args(argv=None):
     args.variants = [v for name in args.variant for v in {"all": POST_VARIANTS, "frameworks": registry.names(
         group="frameworks")}.get(name, (name,))]
     if args.planted_crash and (by_hand := [v for v in args.variants if "crash_after" not in registry.get(v).reads]):
-        parser.error(f"--planted-crash needs variants that commit by hand after the database; not {', '.join(by_hand)}")
+        parser.error(f"--planted-crash needs variants that commit by hand after the database; not {', '.join(by_hand)}"
+                     + (" (a command cannot be told where to crash)" if args.command else ""))
     local = "kill.json" if args.variant == ["all"] else f"kill-{'-'.join(args.variant)}.json"  # kill-frameworks.json
     post_file = "kill.json" if set(args.variants) <= set(POST_VARIANTS) else local
     args.committed = results.reader_paths(args, local, post_file)
@@ -192,6 +216,7 @@ def post_lines(groups) -> list[str]:
             for v, p in post.items() if v in groups]
 
 
+@command.command_errors
 def main(args) -> int:
     config = {"runs": args.runs, "kills": args.kills, "events": args.events, "partitions": args.partitions,
               "work_ms": args.work_ms, "life": list(args.life), "seed": args.seed,
@@ -206,6 +231,9 @@ def main(args) -> int:
         config["connections"] = args.connections
     if args.planted_crash:
         config["planted_crash"] = args.planted_crash
+    if args.fault:
+        config["faults"] = args.fault
+    config.update(command.command_config(args))
     document = results.drive("measure_kill", args.out, config, [{"variant": v} for v in args.variants], run_once,
                              summarise, table, verdict_line, args.force, options={"keep": args.keep},
                              committed=args.committed, post_lines=post_lines)

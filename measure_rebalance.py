@@ -27,12 +27,18 @@ to the values the classic runs pass to the client.
 
     python measure_rebalance.py --variant b --runs 5
     python measure_rebalance.py --variant c --runs 5 --group-protocol consumer
+    python measure_rebalance.py --command "python consume.py" --runs 1   # any consumer: docs/your-consumer.md
+
+A command (--command) prints none of the lab's lines, so its stall is made on the database
+side instead (lab/faults/db_stall.py: a trigger sleeps the first write of each chosen event to
+the ledger), and only the lines it does print are counted (librdkafka's MAXPOLL for evictions).
 """
 import collections
 import sys
 import time
 
-from lab import checker, cli, harness, nemesis, registry, results
+from lab import checker, cli, command, harness, nemesis, registry, results
+from lab.faults import db_stall
 
 # A zombie needs a consumer that commits by hand, after its handler: any the registry declares
 # (the frameworks: M9).
@@ -56,6 +62,12 @@ def run_once(variant: str, run: int, config: dict) -> dict:
             harness.set_group_configs(space.group, {"consumer.session.timeout.ms": session_ms,
                                                     "consumer.heartbeat.interval.ms": session_ms // 3})
         # workload; the nemesis is in the handlers: every slow_every-th event stalls past max.poll
+        # (a command's, in the database: the first write of each of those events to the ledger)
+        settle_options = {}
+        if registry.get(variant).command:
+            chosen = [event_id for seq, (event_id, _) in enumerate(events, 1) if seq % config["slow_every"] == 0]
+            db_stall.install(space.admin, space.schema, chosen, config["slow_seconds"])
+            settle_options["pending"] = db_stall.asleep
         harness.produce_events(space.topic, events)
         workers = []
         try:
@@ -65,7 +77,8 @@ def run_once(variant: str, run: int, config: dict) -> dict:
             stalls = nemesis.stall_count(config["events"], config["slow_every"])
             deadline = 300.0 + stalls * config["slow_seconds"] + config["events"] * config["work_ms"] / 1000
             # recovery: the same workers run on until all is applied and still
-            recovery = harness.settle(workers, space.admin, config["events"], deadline, space.group, space.topic)
+            recovery = harness.settle(workers, space.admin, config["events"], deadline, space.group, space.topic,
+                                      **settle_options)
             again = []  # each restarted life's recovery
             last = {"crashed": recovery.crashed, "settled": recovery.settled}
             while last["crashed"] and not last["settled"] and len(again) < MAX_RESTARTS:
@@ -86,6 +99,8 @@ def run_once(variant: str, run: int, config: dict) -> dict:
         verdict = harness.verdict_of(events, space.admin)
         order = harness.order_of(events, space.admin)
         credits = harness.credit_times(space.admin)
+        if settle_options:  # a command's stalls are counted where they happened
+            counts["stalls"] = db_stall.stalls(space.admin)[0]
     timeline = harness.timeline_of(log_paths)
     moves = checker.handovers(timeline)
     return {"variant": variant, "run": run, "group_protocol": protocol, "seed": config["seed"] + run,
@@ -138,8 +153,10 @@ def table(summary: dict) -> str:
 def parse_args(argv=None):
     parser = cli.measurement("M2: evict a stalled consumer and count what the zombie writes.", None, events=5000,
                              work_ms=10)
-    parser.add_argument("--variant", required=True, choices=(*VARIANTS, "frameworks"),
-                        help="one variant, or frameworks: M9's, side by side")
+    which = parser.add_mutually_exclusive_group(required=True)
+    which.add_argument("--variant", choices=(*VARIANTS, "frameworks"),
+                       help="one variant, or frameworks: M9's, side by side")
+    command.command_flags(parser, which)
     parser.add_argument("--consumers", type=int, default=3)
     parser.add_argument("--slow-every", type=int, default=500)
     parser.add_argument("--slow-seconds", type=float, default=12)
@@ -149,6 +166,10 @@ def parse_args(argv=None):
     parser.add_argument("--batch", type=int, default=500, help="d and p: messages per transaction")
     parser.add_argument("--lanes", type=int, default=16, help="k only: handlers at once")
     args = parser.parse_args(argv)
+    if args.command and (args.effects or args.schema):
+        parser.error("M2 counts the ledger: --effects and --schema go with measure_kill.py")
+    command.declare_command(parser, args)
+    args.variant = args.variant[0] if isinstance(args.variant, list) else args.variant
     cli.at_least(parser, args, 1, "runs", "events", "consumers", "partitions", "slow_every", "batch", "lanes",
                  "session_timeout_ms")
     cli.at_least(parser, args, 0, "work_ms")
@@ -166,11 +187,13 @@ def post_lines(groups) -> list[str]:
             f"({post['config']['group_protocol']} protocol)" for v, p in post["variants"].items() if v in groups]
 
 
+@command.command_errors
 def main(args) -> int:
     config = {"runs": args.runs, "events": args.events, "consumers": args.consumers, "partitions": args.partitions,
               "slow_every": args.slow_every, "slow_seconds": args.slow_seconds,
               "max_poll_interval_ms": args.max_poll_interval_ms, "session_timeout_ms": args.session_timeout_ms,
-              "group_protocol": args.group_protocol, "work_ms": args.work_ms, "seed": args.seed}
+              "group_protocol": args.group_protocol, "work_ms": args.work_ms, "seed": args.seed,
+              **command.command_config(args)}
     if args.variant in ("d", "p"):
         config["batch"] = args.batch
     if args.variant == "k":

@@ -1,6 +1,8 @@
-"""The one argument parser every script uses, so that bad flags get one line that says what is wrong."""
+"""The one argument parser every script uses, so that bad flags get one line that says what is wrong,
+and what every measurement's command line shares: its common flags, and its line per run."""
 import argparse
 
+from lab.settings import RESULTS
 from variants.common import Parser, at_least  # noqa: F401  (one parser for variants and lab alike)
 
 DRY_RUN = False  # set by a measurement's --dry-run, read by results.drive
@@ -20,7 +22,10 @@ class MeasurementParser(Parser):
 def measurement(description: str, out: str | None, *, events: int | None = None, partitions: int | None = 6,
                 work_ms: float | None = None, seed: bool = True, keep: bool = False) -> Parser:
     """The parser every measure_*.py starts from: the flags they all share (--runs, --seed,
-    --out, --force; --events, --partitions and --work-ms where the measurement has them)."""
+    --out, --force; --events, --partitions and --work-ms where the measurement has them).
+    `out`, the default --out: a file name in results/ (e.g. "eos.json"), or a path taken as it is."""
+    if out is not None and "/" not in out:
+        out = str(RESULTS / out)
     parser = MeasurementParser(description=description)
     parser.add_argument("--runs", type=int, default=5)
     if events is not None:
@@ -38,6 +43,23 @@ def measurement(description: str, out: str | None, *, events: int | None = None,
     if keep:
         parser.add_argument("--keep", action="store_true", help="keep each run's schema and topic")
     return parser
+
+
+def verdict(template: str, **computed):
+    """A measurement's line per run (results.drive's `verdict_line`): `template` filled in from
+    the run's record, and from `computed`, each a function of the record, for what it does not hold."""
+    def line(record: dict) -> str:
+        return template.format_map({**record, **{name: value(record) for name, value in computed.items()}})
+    return line
+
+
+def fault_and_variants(parser, faults, variants) -> None:
+    """The flags that open M6's and M10's command lines: the fault, the variants that meet it
+    side by side, and how many times a run injects it."""
+    parser.add_argument("--fault", required=True, choices=faults)
+    parser.add_argument("--variant", required=True, type=names_of(variants),
+                        help=f"one or more of {','.join(variants)}, run side by side")
+    parser.add_argument("--faults", type=int, default=3, help="faults per run")
 
 
 def positive(parser, args, *names: str) -> None:

@@ -49,21 +49,31 @@ def life_range(text: str) -> tuple[float, float]:
     return low, high
 
 
-def kill_loop(schedule: list[float], start, working, after_kill, on_progress=None) -> list[dict]:
+def kill_loop(schedule: list[float], start, working, after_kill, on_progress=None, mid_life=None) -> list[dict]:
     """The kill loop. For each life: start() a worker; working(worker) is True once it applied
     something and False when nothing is left to do (the loop then ends early); let it live
     `life` seconds, wherever that leaves it, and SIGKILL it. after_kill(k, life, worker,
-    exit_code) makes the log entry (exit_code: None, or the code it crashed itself with)."""
+    exit_code) makes the log entry (exit_code: None, or the code it crashed itself with).
+    `mid_life(k, worker)`, if given, runs halfway through each life (another fault, landed
+    while the worker works), and what it returns joins the life's entry."""
     log = []
     for k, life in enumerate(schedule, 1):
         worker = start()
         if not working(worker):
             worker.kill()
             break
-        time.sleep(life)  # the fault schedule itself: the kill lands wherever the worker happens to be
+        # the fault schedule itself: the kill lands wherever the worker happens to be
+        met = {}
+        if mid_life:
+            halfway = time.monotonic() + life / 2
+            time.sleep(life / 2)
+            met = mid_life(k, worker) or {}
+            time.sleep(max(0.0, halfway + life / 2 - time.monotonic()))  # a fault's own time counts in the life
+        else:
+            time.sleep(life)
         exit_code = worker.proc.poll()
         worker.kill()
-        log.append(after_kill(k, life, worker, exit_code))
+        log.append({**after_kill(k, life, worker, exit_code), **met})
         if on_progress:
             on_progress(f"kill {k} of {len(schedule)}")
     return log

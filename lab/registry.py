@@ -29,9 +29,11 @@ Measurements ask for variants by kind, group or what they read, never by typed-i
 import ast
 import dataclasses
 import functools
+import hashlib
 import importlib
 import importlib.util
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -47,6 +49,12 @@ COMMON = ("work_ms", "session_timeout_ms", "heartbeat_interval_ms", "max_poll_in
 # The flags a variant may read beyond COMMON (harness config keys, worker flags' names).
 READS = ("batch", "connections", "lanes", "window", "every", "policy", "lease_s", "provider_url", "crash_after")
 KINDS = ("consumer", "share", "external", "relay", "eos", "self-timed", "producer")
+# What a command (add_command) is told beyond where to read and write: harness config key ->
+# the environment variable it finds it in; a consumer that ignores them still runs, only slower
+# to be evicted (docs/your-consumer.md).
+COMMAND_ENV = {"session_timeout_ms": "KAFKA_SESSION_TIMEOUT_MS", "max_poll_interval_ms": "KAFKA_MAX_POLL_INTERVAL_MS",
+               "heartbeat_interval_ms": "KAFKA_HEARTBEAT_INTERVAL_MS", "group_protocol": "KAFKA_GROUP_PROTOCOL"}
+COMMANDS: dict[str, "Variant"] = {}  # the commands this process declared, by name (add_command)
 FIELDS = ("label", "kind", "reads", "needs", "crash_points", "groups", "setup", "venv", "run")
 
 
@@ -64,10 +72,13 @@ class Variant:
     venv: str | None = None
     run: str = "run_worker"
     path: str | None = None  # a declaring file outside the folders (EXTRA), imported by its path
+    command: str | None = None  # a reader's own consumer, run by the shell (add_command)
+    effects: str | None = None  # with a command: the query whose rows are its effects, one event_id each
 
     def takes(self, key: str) -> bool:
-        """Whether the worker flag for harness config `key` means something to this variant."""
-        return key in COMMON or key in self.reads
+        """Whether the worker flag for harness config `key` means something to this variant
+        (a command takes only what its environment can say: COMMAND_ENV)."""
+        return key in COMMAND_ENV if self.command else key in COMMON or key in self.reads
 
 
 class DeclarationError(Exception):
@@ -158,7 +169,25 @@ def everything() -> dict[str, Variant]:
     return found
 
 
+def add_command(command: str, setup: str | None = None, effects: str | None = None) -> str:
+    """Declare a reader's own consumer, started as `sh -c COMMAND`, as a variant of this process
+    (its workers are the command itself, so nothing needs to be inherited); returns its name,
+    cmd-<the command's words>. `setup`: SQL run in each run's schema before it starts (--schema);
+    `effects`: the query whose rows' first column is the event ID of each effect it applied
+    (None: schema.sql's ledger, and the balances are checked too)."""
+    # short and plain, it names the run's schema, topic, group and logs (Postgres cuts names at
+    # 63 bytes): the command's last words, where commands differ most, and a hash of all of it
+    words = re.findall(r"[a-z0-9]+", command.lower())
+    last = next((i for i in range(len(words)) if len("-".join(words[i:])) <= 24), len(words) - 1)
+    slug = f"{'-'.join(words[last:])[:24]}-{hashlib.sha1(command.encode()).hexdigest()[:4]}"
+    COMMANDS[f"cmd-{slug}"] = Variant(name=f"cmd-{slug}", label=command, module="", setup=setup, command=command,
+                                      effects=effects)
+    return f"cmd-{slug}"
+
+
 def get(name: str) -> Variant:
+    if name in COMMANDS:
+        return COMMANDS[name]
     try:
         return everything()[name]
     except KeyError:

@@ -13,13 +13,14 @@ import itertools
 import json
 import os
 import platform
+import re
 import statistics
 import sys
 import time
 from pathlib import Path
 
 from lab import cli, provenance
-from lab.settings import DSN, RESULTS, ROOT
+from lab.settings import BROKERS, DSN, RESULTS, ROOT
 
 # Where a reader's own runs go by default: beside the committed files, never over them (gitignored).
 LOCAL = RESULTS / "local"
@@ -239,10 +240,13 @@ def write_results(path: Path, document: dict) -> None:
 
 
 class measurement_lock:
-    """One measurement at a time on these services; a second one fails at once, by name."""
+    """One measurement at a time on these services; a second one fails at once, by name. The
+    lock is the services' (named by the broker's address), not the checkout's: a measurement
+    on a second stack of its own may run beside one on the first."""
 
     def __init__(self, name: str):
-        self.path = RESULTS / "measurement.lock"
+        where = re.sub(r"[^A-Za-z0-9]+", "_", BROKERS).strip("_")
+        self.path = RESULTS / f"measurement-{where}.lock"
         self.name = name
         self._fd = None
 

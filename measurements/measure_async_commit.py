@@ -73,13 +73,12 @@ def table(summary: dict) -> str:
                                for v, s in summary.items()])
 
 
-def verdict_line(r: dict) -> str:
-    return f"{r['variant']} run {r['run']}: {r['past_the_message']} of {r['trials']} commits past the message in hand"
+verdict_line = cli.verdict("{variant} run {run}: {past_the_message} of {trials} commits past the message in hand")
 
 
 def main(argv=None) -> int:
-    parser = cli.measurement("M9: an asynchronous commit of the stored offsets, then a poll.",
-                             str(results.RESULTS / "async-commit.json"), partitions=None, seed=False)
+    parser = cli.measurement("M9: an asynchronous commit of the stored offsets, then a poll.", "async-commit.json",
+                             partitions=None, seed=False)
     parser.add_argument("--trials", type=int, default=20, help="trials per run, a fresh group each")
     args = parser.parse_args(argv)
     cli.at_least(parser, args, 1, "runs", "trials")

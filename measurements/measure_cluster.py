@@ -119,15 +119,14 @@ def table(summary: dict) -> str:
         note="totals over runs; longest stall: median of each run's longest gap between credits around the fault")
 
 
-def verdict_line(r: dict) -> str:
-    return (f"{r['fault']} ({r['replication']}, acks={r['acks']}) {r['variant']} run {r['run']}: {r['duplicates']} "
-            f"duplicates, {r['lost']} lost, {r['acked_missing']} acknowledged records missing, resumed after "
-            f"{r['resume_s']:g}s ({r['wall_s']:g}s)")
+verdict_line = cli.verdict("{fault} ({replication}, acks={acks}) {variant} run {run}: {duplicates} duplicates, "
+                           "{lost} lost, {acked_missing} acknowledged records missing, resumed after {resume_s:g}s "
+                           "({wall_s:g}s)")
 
 
 def parse_args(argv=None):
-    parser = cli.measurement("M8: faults of a replicated Kafka and a Postgres standby, under load.",
-                             str(results.RESULTS / "cluster.json"), events=6000, keep=True)
+    parser = cli.measurement("M8: faults of a replicated Kafka and a Postgres standby, under load.", "cluster.json",
+                             events=6000, keep=True)
     parser.add_argument("--fault", required=True, choices=(*FAULTS, "all"))
     parser.add_argument("--variant", required=True, type=cli.names_of((*VARIANTS, "all")),
                         help="one of b, c, d, o, a comma list (interleaved run by run), or all")

@@ -136,15 +136,14 @@ def table(summary: dict) -> str:
          for key, s in summary.items()], note="median (min-max) per run; topic: read_committed")
 
 
-def verdict_line(r: dict) -> str:
-    return (f"{r['variant']} {r['point']} run {r['run']}: ledger {r['duplicates']} duplicates, {r['lost']} lost; "
-            f"output topic {r['topic_copies']} copies, {r['topic_missing']} missing (read_committed), "
-            f"{r['aborted_copies']} aborted copies ({r['faults']} faults, {r['wall_s']:g}s)")
+verdict_line = cli.verdict("{variant} {point} run {run}: ledger {duplicates} duplicates, {lost} lost; output topic "
+                           "{topic_copies} copies, {topic_missing} missing (read_committed), {aborted_copies} aborted "
+                           "copies ({faults} faults, {wall_s:g}s)")
 
 
 def parse_args(argv=None):
     parser = cli.measurement("M7a: Kafka's exactly-once loop under crashes, counted in the topic and the ledger.",
-                             str(results.RESULTS / "eos.json"), events=10000, work_ms=10, keep=True)
+                             "eos.json", events=10000, work_ms=10, keep=True)
     parser.add_argument("--variant", required=True, choices=(*VARIANTS, "all"))
     parser.add_argument("--point", choices=(*POINTS, "all"), default="all", help="which fault (default all)")
     parser.add_argument("--kills", type=int, default=20)

@@ -156,14 +156,13 @@ def table(summary: dict) -> str:
           f"{s['balances_exact_runs']}/{s['runs']}"] for policy, s in summary.items()], "(totals over all runs)")
 
 
-def verdict_line(r: dict) -> str:
-    return (f"{r['variant']} run {r['run']}: {r['duplicates']} duplicate charges, {r['lost']} lost, "
-            f"{r['kills']} kills ({r['crashed_after_call']} right after a call)")
+verdict_line = cli.verdict("{variant} run {run}: {duplicates} duplicate charges, {lost} lost, {kills} kills "
+                           "({crashed_after_call} right after a call)")
 
 
 def parse_args(argv=None):
-    parser = cli.measurement("M5: hard-kill consumers whose effect is an HTTP call; count charges.",
-                             str(results.RESULTS / "external.json"), events=3000, work_ms=0, keep=True)
+    parser = cli.measurement("M5: hard-kill consumers whose effect is an HTTP call; count charges.", "external.json",
+                             events=3000, work_ms=0, keep=True)
     parser.add_argument("--policy", required=True, choices=(*POLICIES, "all"))
     parser.add_argument("--kills", type=int, default=20)
     parser.add_argument("--life", type=nemesis.life_range, default=(0.5, 3.0), metavar="MIN,MAX")
@@ -178,7 +177,6 @@ def parse_args(argv=None):
     cli.at_least(parser, args, 0, "work_ms")
     cli.positive(parser, args, "lease_s")
     return args
-
 
 
 def main(args) -> int:

@@ -129,18 +129,13 @@ def table(summary: dict) -> str:
           f"{s['resume_s']['median']:.1f}" if s["resume_s"] else "-"] for s in summary.values()])
 
 
-def verdict_line(r: dict) -> str:
-    return (f"{r['fault']} {r['variant']} run {r['run']}: {r['duplicates']} duplicates, {r['lost']} lost, "
-            f"{r['skipped']} skipped over {r['faults']} faults")
+verdict_line = cli.verdict("{fault} {variant} run {run}: {duplicates} duplicates, {lost} lost, {skipped} skipped over "
+                           "{faults} faults")
 
 
 def parse_args(argv=None):
-    parser = cli.measurement("M6: restarts and partitions, counted like M1.", str(results.RESULTS / "faults.json"),
-                             events=3000, work_ms=10)
-    parser.add_argument("--fault", required=True, choices=FAULTS)
-    parser.add_argument("--variant", required=True, type=cli.names_of(VARIANTS),
-                        help=f"one or more of {','.join(VARIANTS)}, run side by side")
-    parser.add_argument("--faults", type=int, default=3, help="faults per run")
+    parser = cli.measurement("M6: restarts and partitions, counted like M1.", "faults.json", events=3000, work_ms=10)
+    cli.fault_and_variants(parser, FAULTS, VARIANTS)
     parser.add_argument("--every-s", type=float, default=5, help="seconds between faults")
     parser.add_argument("--outage-s", type=float, default=12, help="partitions: how long a link stays cut")
     parser.add_argument("--session-timeout-ms", type=int, default=6000)
@@ -161,7 +156,6 @@ def parse_args(argv=None):
     if refused:
         parser.error(refused)
     return args
-
 
 
 def main(args) -> int:

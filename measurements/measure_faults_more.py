@@ -271,19 +271,15 @@ def table(summary: dict) -> str:
           s["exits"], f"{s['longest_wait_s']['max']:.1f}"] for s in summary.values()])
 
 
-def verdict_line(r: dict) -> str:
-    return (f"{r['fault']} {r['variant']} run {r['run']}: {r['duplicates']} duplicates, {r['lost']} lost, "
-            f"{r['skipped']} skipped, {len(r['exits'])} exits over {r['faults']} faults, "
-            f"longest wait {r['longest_wait_s']:.1f} s")
+verdict_line = cli.verdict("{fault} {variant} run {run}: {duplicates} duplicates, {lost} lost, {skipped} skipped, "
+                           "{exit_count} exits over {faults} faults, longest wait {longest_wait_s:.1f} s",
+                           exit_count=lambda r: len(r["exits"]))
 
 
 def parse_args(argv=None):
     parser = cli.measurement("M10: pauses, graceful stops, refused connections, lost commit replies.",
-                             str(results.RESULTS / "faults-more.json"), events=3000, work_ms=10)
-    parser.add_argument("--fault", required=True, choices=FAULTS)
-    parser.add_argument("--variant", required=True, type=cli.names_of(VARIANTS),
-                        help=f"one or more of {','.join(VARIANTS)}, run side by side")
-    parser.add_argument("--faults", type=int, default=3, help="faults per run")
+                             "faults-more.json", events=3000, work_ms=10)
+    cli.fault_and_variants(parser, FAULTS, VARIANTS)
     parser.add_argument("--every-s", type=float, default=4, help="seconds between faults (seeded, 0.5x to 1.5x)")
     parser.add_argument("--pause-s", type=float, default=12, help="pause-consumer: how long the SIGSTOP lasts")
     parser.add_argument("--outage-s", type=float, default=5, help="pg-max-connections: how long the refusal lasts")

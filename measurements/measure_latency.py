@@ -184,15 +184,13 @@ def table(summary: dict) -> str:
          for name, s in summary.items()], note="medians over runs of each run's percentile")
 
 
-def verdict_line(r: dict) -> str:
-    return (f"{key(r)} run {r['run']}: {r['credits_per_transaction']:g} credits a transaction, "
-            f"p50 {r['p50_ms']:g} ms, p99 {r['p99_ms']:g} ms, max {r['max_ms']:g} ms (offered {r['offered_per_s']}/s), "
-            f"{r['duplicates']} duplicates, {r['lost']} lost")
+verdict_line = cli.verdict("{case} run {run}: {credits_per_transaction:g} credits a transaction, p50 {p50_ms:g} ms, "
+                           "p99 {p99_ms:g} ms, max {max_ms:g} ms (offered {offered_per_s}/s), {duplicates} duplicates, "
+                           "{lost} lost", case=key)
 
 
 def parse_args(argv=None):
-    parser = cli.measurement("Latency from publication to the ledger row, at fixed offered loads.",
-                             str(results.RESULTS / "latency.json"))
+    parser = cli.measurement("Latency from publication to the ledger row, at fixed offered loads.", "latency.json")
     parser.add_argument("--variants", type=cli.names_of(VARIANTS), default=["c", "d", "p"])
     parser.add_argument("--rates", type=cli.sizes, default=[200, 500, 5000], metavar="N,N,...",
                         help="credits a second the publisher offers")

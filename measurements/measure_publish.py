@@ -208,16 +208,15 @@ def table(summary: dict) -> str:
         note="median (min-max) per run")
 
 
-def verdict_line(r: dict) -> str:
-    stale = f", {r['stale_accounts']} accounts left on an older state" if "stale_accounts" in r else ""
-    return (f"{r['source']} (idempotence {r['idempotence']}) -> {r['variant']} run {r['run']}: {r['log_copies']} "
-            f"copies in the log, {r['duplicates']} duplicates, {r['lost']} lost{stale} ({r['faults']} faults, "
-            f"{r['wall_s']:g}s)")
+verdict_line = cli.verdict(
+    "{source} (idempotence {idempotence}) -> {variant} run {run}: {log_copies} copies in the log, {duplicates} "
+    "duplicates, {lost} lost{stale} ({faults} faults, {wall_s:g}s)",
+    stale=lambda r: f", {r['stale_accounts']} accounts left on an older state" if "stale_accounts" in r else "")
 
 
 def parse_args(argv=None):
     parser = cli.measurement("M7b: publishers that publish twice, and what b, c and d make of the copies.",
-                             str(results.RESULTS / "publish.json"), events=5000, keep=True)
+                             "publish.json", events=5000, keep=True)
     parser.add_argument("--source", required=True, choices=(*SOURCES, "all"))
     parser.add_argument("--variant", required=True, choices=(*registry.names(kind="consumer"), "all", "shortcuts"),
                         help="all: b, c and d; shortcuts: the post's (offset-dedup, upsert, versioned)")

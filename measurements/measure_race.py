@@ -102,15 +102,14 @@ def table(summary: dict) -> str:
           f"{s['balances_exact_runs']}/{s['runs']}"] for variant, s in summary.items()], "(totals over all runs)")
 
 
-def verdict_line(r: dict) -> str:
-    return (f"{r['variant']} run {r['run']}: {r['duplicates']} duplicates, {r['lost']} lost, "
-            f"balances {'exact' if r['balances_exact'] else 'WRONG'}, {r['retried']} retried, "
-            f"{r['died']} consumers died ({r['messages']} messages, {r['wall_s']:g}s)")
+verdict_line = cli.verdict("{variant} run {run}: {duplicates} duplicates, {lost} lost, balances {balances}, {retried} "
+                           "retried, {died} consumers died ({messages} messages, {wall_s:g}s)",
+                           balances=lambda r: "exact" if r["balances_exact"] else "WRONG")
 
 
 def parse_args(argv=None):
-    parser = cli.measurement("The race: consumers racing on copies of the same events; count effects.",
-                             str(results.RESULTS / "race.json"), events=3000, work_ms=0)
+    parser = cli.measurement("The race: consumers racing on copies of the same events; count effects.", "race.json",
+                             events=3000, work_ms=0)
     parser.add_argument("--variant", required=True, choices=(*VARIANTS, "all"))
     parser.add_argument("--consumers", type=int, default=3)
     parser.add_argument("--copies", type=int, default=3, help="times each event is published, on distinct partitions")

@@ -169,10 +169,8 @@ def table(summary: dict) -> str:
           f"{s['totals']['alarm']} of {s['runs']}"] for key, s in summary.items()], note="totals over all runs")
 
 
-def verdict_line(r: dict) -> str:
-    return (f"{r['variant']}, window {r['window_days']} d against a replay from {r['age_days']} d back, run "
-            f"{r['run']}: {r['duplicates']} duplicates, {r['lost']} lost, {r['dead_lettered']} dead-lettered; "
-            f"{r['alarm_line']}")
+verdict_line = cli.verdict("{variant}, window {window_days} d against a replay from {age_days} d back, run {run}: "
+                           "{duplicates} duplicates, {lost} lost, {dead_lettered} dead-lettered; {alarm_line}")
 
 
 def parse_args(argv=None):

@@ -223,10 +223,9 @@ def table(summary: dict) -> str:
         note="medians over runs; ratio: msgs/s against the baseline's run of the same number")
 
 
-def verdict_line(r: dict) -> str:
-    return (f"{r['mode']} run {r['run']}: {r['msgs_per_s']:,} msgs/s, longest stall {r['longest_stall_ms']} ms, "
-            f"WAL {r['wal_mb']} MB, retention {r['retention_s']} s; {r['duplicates']} duplicates, {r['lost']} lost, "
-            f"{r['expired_left']} expired IDs left")
+verdict_line = cli.verdict("{mode} run {run}: {msgs_per_s:,} msgs/s, longest stall {longest_stall_ms} ms, WAL {wal_mb} "
+                           "MB, retention {retention_s} s; {duplicates} duplicates, {lost} lost, {expired_left} "
+                           "expired IDs left")
 
 
 def parse_args(argv=None):

@@ -1,10 +1,12 @@
 """The fault registry (lab/faults/): every fault found once, by what it needs; a composed schedule
-drawn from a seed; a fault module added from elsewhere found and landed like the others. Pure:
-no services (a fault is landed only when it is a throwaway one)."""
+drawn from a seed; a fault module added from elsewhere found and landed like the others, by
+hand and through M1's kill loop (that one test needs the services; the rest are pure: a fault
+is landed only when it is a throwaway one)."""
 import textwrap
 
 import pytest
 
+import measure_kill
 from lab import faults
 from lab.faults import schedule
 from measurements import measure_cluster, measure_faults, measure_faults_more
@@ -40,6 +42,7 @@ def test_each_measurement_takes_the_faults_it_can_land_in_their_order():
                                           "lost-commit-reply", "disk-full", "offsets-expired", "topic-recreated")
     assert measure_cluster.FAULTS == ("leader-kill", "leader-pause", "controller-kill", "isolate-leader",
                                       "pg-failover", "pg-failover-stalled")
+    assert measure_kill.FAULTS == ("pg-restart", "broker-restart")  # mixed into M1's kills (--fault)
 
 
 def test_a_fault_s_parameters_are_its_defaults_unless_the_config_has_them():
@@ -88,10 +91,16 @@ THROWAWAY = '''
         scene.log.append("plugged")
 
 
+    def look(scene):
+        """What M1 hands a fault: the run's space and the consumer it is landed on, working."""
+        return {"alive": scene.target.proc.poll() is None, "topic": scene.space.topic}
+
+
     FAULTS = (
         Fault("poke", "count one poke", needs={"stack"}, inject=poke, defaults={"times": 1}, order=5),
         Fault("unplug", "unplug, then plug again", needs={"stack", "pool"}, inject=unplug, heal=plug,
               hold="hold_s", defaults={"hold_s": 0.01}),
+        Fault("look", "look at the consumer, touch nothing", needs={"stack"}, inject=look),
     )
 '''
 
@@ -154,3 +163,16 @@ def test_a_fault_declared_twice_or_with_an_unknown_need_is_refused(tmp_path):
     finally:
         faults.remove_path(tmp_path)
     assert list(faults.registry()) == list(NEEDS)
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("services")
+def test_a_throwaway_fault_from_elsewhere_is_landed_through_m1s_kill_loop(elsewhere):
+    """measure_kill's --fault: halfway through each life, a drawn fault is landed on the working
+    consumer; here the throwaway `look`, so the run's verdict is the kills' alone (c: 0/0)."""
+    config = {"events": 300, "partitions": 3, "work_ms": 5, "kills": 2, "life": (0.5, 1.5), "seed": 7,
+              "session_timeout_ms": 2000, "faults": ["look"]}
+    record = measure_kill.run_once("c", 1, config)
+    assert [entry["fault"] for entry in record["kill_log"]] == ["look", "look"], record["kill_log"]
+    assert all(entry["met"]["alive"] and entry["met"]["topic"].startswith("m1.c-r1.") for entry in record["kill_log"])
+    assert (record["duplicates"], record["lost"], record["unexpected"]) == (0, 0, 0)

@@ -7,13 +7,16 @@
   safe, since no offset moves before its transaction commits (README, "Reconnect or exit").
 - `consuming`: the consumer, dead-letter producer and Database a variant's loop needs, with
   its rebalances logged (PARTITIONS_LOG) so the lab can tell a zombie from the new owner.
-- `Parser`: argparse that reports a bad flag in one line.
+- `Parser`: argparse that reports a bad flag in one line; `run_command`, a consumer's command line.
 - `role_dsn`: a role's DSN on CONSUMER_DSN's server, so one variable moves them all.
+- the loops' common steps: `polled` and `fetched` (a client error logged, never handled),
+  `decoded` and `settle` (a batch's poison, skips and dead letters), `commit_offsets`.
 
 Imports run one way: this module imports only the post's files.
 """
 import argparse
 import contextlib
+import inspect
 import logging
 import os
 import random
@@ -21,11 +24,11 @@ import sys
 import time
 
 import psycopg
-from confluent_kafka import Consumer
+from confluent_kafka import Consumer, KafkaException, Message, TopicPartition
 from psycopg.conninfo import make_conninfo
 
-from consume import DSN, connect, consumer_config, credit_account, dead_letter_topic, first_line
-from publish import ensure_topic, make_producer
+import consume
+from publish import DEMO_TOPIC, ensure_topic, make_producer
 
 log = logging.getLogger("consume")  # the lab reads one logger's lines, whichever loop prints them
 
@@ -50,9 +53,25 @@ def at_least(parser: argparse.ArgumentParser, args, least: int, *names: str) -> 
             parser.error(f"--{name.replace('_', '-')} must be at least {least}")
 
 
+def run_command(run, description: str, group: str = consume.CONSUMER_NAME, **counts: str) -> None:
+    """A consumer's command: its flags parsed, its log lines set up, then run(topic, group, **counts).
+    Flags: --topic, --group, and for each of `counts` (name=help) a whole number of at least 1,
+    whose default is run's own."""
+    defaults = inspect.signature(run).parameters
+    parser = Parser(description=description)
+    parser.add_argument("--topic", default=DEMO_TOPIC)
+    parser.add_argument("--group", default=group)
+    for name, meaning in counts.items():
+        parser.add_argument(f"--{name.replace('_', '-')}", type=int, default=defaults[name].default, help=meaning)
+    args = parser.parse_args()
+    at_least(parser, args, 1, *counts)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    run(args.topic, args.group, **{name: getattr(args, name) for name in counts})
+
+
 def role_dsn(role: str, variable: str) -> str:
     """$variable, or CONSUMER_DSN's server and database as `role` (whose password is its name)."""
-    return os.environ.get(variable) or make_conninfo(DSN, user=role, password=role)
+    return os.environ.get(variable) or make_conninfo(consume.DSN, user=role, password=role)
 
 
 # Errors after which the server has rolled the whole transaction back, committed nothing and
@@ -80,7 +99,7 @@ class Database:
 
     def __init__(self, dsn: str, give_up_s: float = 120.0, retries: int = 10):
         self.dsn, self.give_up_s, self.retries = dsn, give_up_s, retries
-        self.conn = connect(dsn, give_up_s)  # a server that refuses the first connection is waited for too
+        self.conn = consume.connect(dsn, give_up_s)  # a server that refuses the first connection is waited for too
         # Called after a reconnect, before the work runs again; it may raise to abandon the work
         # (consume_offsets.py re-reads its offsets from whatever server it reached).
         self.on_reconnect = None
@@ -101,7 +120,7 @@ class Database:
                     log.warning(RETRIED_LOG, cause, rolled_back, self.retries)
                     time.sleep(random.uniform(0, min(0.01 * 2 ** rolled_back, 1.0)))
                     continue
-                log.warning("database connection lost (%s); reconnecting", first_line(e))
+                log.warning("database connection lost (%s); reconnecting", consume.first_line(e))
                 self.reconnect()
                 if self.on_reconnect is not None:
                     self.on_reconnect()
@@ -148,10 +167,10 @@ def consuming(topic: str, group: str, dsn: str, overrides: dict, on_revoke=None,
     The consumer is closed on the way out (a clean exit leaves the group at once);
     a SIGKILL skips this, as it skips everything.
     """
-    ensure_topic(dead_letter_topic(topic))
+    ensure_topic(consume.dead_letter_topic(topic))
     db = Database(dsn)  # first: a consumer that joined the group while it waits for the database
     # would hold partitions it cannot work on
-    consumer = Consumer(consumer_config(group, **overrides))
+    consumer = Consumer(consume.consumer_config(group, **overrides))
     dead_letters = make_producer()
     try:
         consumer.subscribe([topic], on_assign=log_partitions("assigned", on_assign),
@@ -163,8 +182,83 @@ def consuming(topic: str, group: str, dsn: str, overrides: dict, on_revoke=None,
         consumer.close()
 
 
-def apply_without_inbox(conn: psycopg.Connection, event_id: str, event: dict, apply=credit_account) -> bool:
+def apply_without_inbox(conn: psycopg.Connection, event_id: str, event: dict, apply=consume.credit_account) -> bool:
     """b's handler (and a1's, a2's, e's): the same transaction as handle_once, without the inbox row."""
     with conn.transaction():
         apply(conn, event_id, event)
+    return True
+
+
+# --- the loops' common steps
+
+def polled(consumer: Consumer, timeout_s: float) -> Message | None:
+    """The next message; None when nothing came, or when what came was an error (logged)."""
+    msg = consumer.poll(timeout_s)
+    if msg is not None and msg.error():
+        log.warning("consumer error: %s", msg.error())
+        return None
+    return msg
+
+
+def fetched(consumer: Consumer, batch: int) -> list[Message]:
+    """Up to `batch` messages, errors logged and left out. A short wait: a partial batch beats an idle one."""
+    messages = []
+    for msg in consumer.consume(batch, 0.1):
+        if msg.error():
+            log.warning("consumer error: %s", msg.error())
+        else:
+            messages.append(msg)
+    return messages
+
+
+def decoded(messages: list[Message], read_id=consume.checked_event_id, read_event=consume.parse_event):
+    """A batch through consume.py's checks (or faster ones that give the same verdicts): each
+    valid message as (msg, event_id, event), in order, and the poison as (msg, reason)."""
+    valid, poison = [], []
+    for msg in messages:
+        try:
+            valid.append((msg, read_id(msg), read_event(msg.value())))
+        except consume.PoisonMessage as e:
+            poison.append((msg, e.reason))
+    return valid, poison
+
+
+def settle(valid, applied: set, bad: dict, poison: list, dead_letters) -> int:
+    """A batch after its transaction: each valid copy was applied (the first copy of an ID in
+    `applied`; a repeat of it is a skip), skipped (logged), or refused (`bad`: the copy's id() ->
+    why), which makes it poison. All the poison is then dead-lettered, durably. Returns the skips."""
+    applied, skipped = set(applied), 0
+    for msg, event_id, event in valid:
+        if id(event) in bad:
+            poison.append((msg, bad[id(event)]))
+        elif event_id in applied:
+            applied.discard(event_id)
+        else:
+            skipped += 1
+            log.info(consume.SKIPPED_LOG, event_id)
+    for msg, reason in poison:
+        consume.dead_letter(dead_letters, msg, reason)
+        log.warning(consume.DEAD_LETTERED_LOG, msg.topic(), msg.partition(), msg.offset(), reason)
+    return skipped
+
+
+def next_offsets(messages: list[Message]) -> list[TopicPartition]:
+    """The offset after the last of `messages` in each partition. Not the consumer's position:
+    that counts what was fetched and handed over, and a pass cut short (an exception, a
+    revoke on the way out) has not handled all of that."""
+    after = {}
+    for msg in messages:
+        key = (msg.topic(), msg.partition())
+        after[key] = max(after.get(key, 0), msg.offset() + 1)
+    return [TopicPartition(topic, partition, offset) for (topic, partition), offset in after.items()]
+
+
+def commit_offsets(consumer: Consumer, offsets: list[TopicPartition]) -> bool:
+    """Commit `offsets`, synchronously. A failure is logged, not raised, as consume.commit_offset's
+    is: the partition went to a new owner, which finds the inbox rows and skips."""
+    try:
+        consumer.commit(offsets=offsets, asynchronous=False)
+    except KafkaException as e:
+        log.warning(consume.COMMIT_FAILED_LOG, e.args[0].name())
+        return False
     return True

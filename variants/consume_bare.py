@@ -12,9 +12,6 @@ by id, then the writes), one statement per batch in autocommit, offsets committe
 
 Assumptions: consume_pipelined.py's.
 """
-import contextlib
-import threading
-
 from variants import consume_pipelined
 
 # What the lab runs of this file (lab/registry.py reads it without importing the module).
@@ -25,12 +22,7 @@ VARIANTS = {
 }
 
 # p's statement less the claim: every credit for a known account is written.
-CREDIT_ONLY = """
-WITH input AS (
-    SELECT * FROM unnest(%(ids)s::text[], %(accounts)s::int[], %(amounts)s::bigint[]) AS i(event_id, account_id, amount)
-), known AS (
-    SELECT id FROM accounts WHERE id = ANY(%(wanted)s::int[])
-), locked AS (
+CREDIT_ONLY = consume_pipelined.INPUT_AND_KNOWN + """, locked AS (
     SELECT id FROM accounts WHERE id IN (SELECT id FROM known) ORDER BY id FOR NO KEY UPDATE
 ), ledgered AS (
     INSERT INTO ledger (event_id, account_id, amount)
@@ -50,33 +42,13 @@ def credit_only(conn, events: dict, consumer: str = consume_pipelined.CONSUMER_N
     """p's contract, (IDs applied now, IDs for unknown accounts), with nothing remembered."""
     if not events:
         return set(), set()
-    ids = sorted(events)
-    accounts = [events[i]["account_id"] for i in ids]
-    rows = conn.execute(CREDIT_ONLY, {"ids": ids, "accounts": accounts, "amounts": [events[i]["amount"] for i in ids],
-                                      "wanted": sorted(set(accounts))}, binary=True).fetchall()
+    rows = consume_pipelined.batch_statement(conn, CREDIT_ONLY, events)
     return {i for i, known in rows if known}, {i for i, known in rows if not known}
-
-
-_swap = threading.Lock()
-
-
-@contextlib.contextmanager
-def swapped():
-    """p's statement swapped for CREDIT_ONLY while the block runs (a module global: one at a time)."""
-    if not _swap.acquire(blocking=False):
-        raise RuntimeError("p-bare is already running in this process")
-    saved = consume_pipelined.claim_and_credit
-    consume_pipelined.claim_and_credit = credit_only
-    try:
-        yield
-    finally:
-        consume_pipelined.claim_and_credit = saved
-        _swap.release()
 
 
 def run_bare(topic: str, group: str, **options) -> None:
     """consume_pipelined.run_pipelined with the bare statement: the same options."""
-    with swapped():
+    with consume_pipelined.swapped("p-bare", claim_and_credit=credit_only):
         consume_pipelined.run_pipelined(topic, group, **options)
 
 

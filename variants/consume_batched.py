@@ -15,30 +15,13 @@ reconnecting Database this shares.
 
     python -m variants.consume_batched --batch 500
 """
-import logging
 import threading
 
 import psycopg
-from confluent_kafka import Consumer, KafkaException, Message, Producer, TopicPartition
+from confluent_kafka import Consumer, Message, Producer
 
-from consume import (
-    COMMIT_FAILED_LOG,
-    CONSUMER_NAME,
-    DEAD_LETTERED_LOG,
-    DSN,
-    SKIPPED_LOG,
-    PoisonMessage,
-    checked_event_id,
-    dead_letter,
-    event_id_of,
-    first_line,
-    parse_event,
-)
-from publish import DEMO_TOPIC
+from consume import CONSUMER_NAME, DSN, event_id_of, first_line
 from variants import common
-from variants.common import consuming
-
-log = logging.getLogger("consume")  # consume.py's logger: one stream for a harness to read
 
 # What the lab runs of this file (lab/registry.py reads it without importing the module).
 VARIANTS = {
@@ -102,54 +85,28 @@ def handle_batch(conn: psycopg.Connection, events: list[tuple[str, dict]], apply
 
 def commit_batch(consumer: Consumer, messages: list[Message]) -> bool:
     """Commit, synchronously, the offset after the last message of each partition in the batch."""
-    next_offsets = {}
-    for msg in messages:
-        key = (msg.topic(), msg.partition())
-        next_offsets[key] = max(next_offsets.get(key, 0), msg.offset() + 1)
-    try:
-        consumer.commit(offsets=[TopicPartition(t, p, o) for (t, p), o in next_offsets.items()], asynchronous=False)
-    except KafkaException as e:
-        log.warning(COMMIT_FAILED_LOG, e.args[0].name())
-        return False
-    return True
+    return common.commit_offsets(consumer, common.next_offsets(messages))
 
 
 def process_batch(conn: psycopg.Connection, messages: list[Message], dead_letters: Producer,
                   apply_batch=credit_accounts) -> dict:
     """Bring a batch to durable outcomes: the database transaction, then the dead letters."""
-    events, poison = [], []
-    for msg in messages:
-        try:
-            events.append((checked_event_id(msg), parse_event(msg.value()), msg))
-        except PoisonMessage as e:
-            poison.append((msg, e.reason))
+    events, poison = common.decoded(messages)
     try:
-        applied, rejected = handle_batch(conn, [(eid, ev) for eid, ev, _ in events], apply_batch)
+        applied, rejected = handle_batch(conn, [(eid, ev) for _, eid, ev in events], apply_batch)
     except (psycopg.DataError, psycopg.IntegrityError):
         # The database refused a value (a balance past bigint): the batch rolled back whole. Each
         # event again in a transaction of its own, so the refused one is parked alone.
         applied, rejected = [], []
-        for eid, ev, _ in events:
+        for _, eid, ev in events:
             try:
                 one_applied, one_rejected = handle_batch(conn, [(eid, ev)], apply_batch)
             except (psycopg.DataError, psycopg.IntegrityError) as e:
                 one_applied, one_rejected = [], [(eid, ev, f"the database refused it: {first_line(e)}")]
             applied += one_applied
             rejected += one_rejected
-    applied_ids = {eid for eid, _ in applied}
-    rejected_reasons = {id(ev): reason for _, ev, reason in rejected}  # per copy, not per ID
-    skipped = 0
-    for eid, ev, msg in events:
-        if id(ev) in rejected_reasons:
-            poison.append((msg, rejected_reasons[id(ev)]))
-        elif eid in applied_ids:
-            applied_ids.discard(eid)  # a repeat of the same ID later in the batch is a skip
-        else:
-            skipped += 1
-            log.info(SKIPPED_LOG, eid)
-    for msg, reason in poison:
-        dead_letter(dead_letters, msg, reason)
-        log.warning(DEAD_LETTERED_LOG, msg.topic(), msg.partition(), msg.offset(), reason)
+    refused = {id(ev): reason for _, ev, reason in rejected}  # per copy, not per ID
+    skipped = common.settle(events, {eid for eid, _ in applied}, refused, poison, dead_letters)
     return {"applied": len(applied), "skipped": skipped, "dead-lettered": len(poison)}
 
 
@@ -161,14 +118,9 @@ def run_batched(topic: str, group: str, apply_batch=credit_accounts, *, batch: i
     had committed. `after_db_commit(messages, outcome)` runs between the database
     commit and the offset commit.
     """
-    with consuming(topic, group, dsn, overrides) as (consumer, dead_letters, db):
+    with common.consuming(topic, group, dsn, overrides) as (consumer, dead_letters, db):
         while stop is None or not stop.is_set():
-            messages = []
-            for msg in consumer.consume(batch, 0.1):  # a short wait: a partial batch beats an idle one
-                if msg.error():
-                    log.warning("consumer error: %s", msg.error())
-                else:
-                    messages.append(msg)
+            messages = common.fetched(consumer, batch)
             if not messages:
                 continue
             outcome = db.run(process_batch, messages, dead_letters, apply_batch)
@@ -193,15 +145,7 @@ def run_worker(lab) -> None:
 
 
 def main() -> None:
-    parser = common.Parser(description="Consume credits through the batched inbox.")
-    parser.add_argument("--topic", default=DEMO_TOPIC)
-    parser.add_argument("--group", default=CONSUMER_NAME)
-    parser.add_argument("--batch", type=int, default=500, help="messages per transaction")
-    args = parser.parse_args()
-    if args.batch < 1:
-        parser.error("--batch must be at least 1")
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
-    run_batched(args.topic, args.group, batch=args.batch)
+    common.run_command(run_batched, "Consume credits through the batched inbox.", batch="messages per transaction")
 
 
 if __name__ == "__main__":

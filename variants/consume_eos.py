@@ -29,27 +29,16 @@ transaction it left open at once (rather than after transaction.timeout.ms).
 
     python -m variants.consume_eos --every 100     # consumer.deposits -> consumer.deposits.credited
 """
+import functools
 import json
-import logging
 import threading
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Message, Producer, TopicPartition
 
-from consume import (
-    BROKERS,
-    CONSUMER_NAME,
-    DSN,
-    consumer_config,
-    dead_letter_topic,
-    event_id_of,
-    handle_once,
-    process,
-)
-from publish import DEMO_TOPIC, ensure_topic
+from consume import BROKERS, CONSUMER_NAME, DSN, consumer_config, dead_letter_topic, event_id_of, handle_once, process
+from publish import ensure_topic
 from variants import common
-from variants.common import Database, log_partitions
-
-log = logging.getLogger("consume")  # consume.py's logger: one stream for a harness to read
+from variants.common import log, log_partitions, next_offsets
 
 # What the lab runs of this file (lab/registry.py reads it without importing the module).
 VARIANTS = {
@@ -151,17 +140,6 @@ class Pass:
         self.producer.begin_transaction()
 
 
-def next_offsets(messages: list[Message]) -> list[TopicPartition]:
-    """The offset after the last of `messages` in each partition. Not the consumer's position:
-    that counts what was fetched and handed over, and a pass cut short (an exception, a
-    revoke on the way out) has not handled all of that."""
-    after = {}
-    for msg in messages:
-        key = (msg.topic(), msg.partition())
-        after[key] = max(after.get(key, 0), msg.offset() + 1)
-    return [TopicPartition(topic, partition, offset) for (topic, partition), offset in after.items()]
-
-
 def rewind(consumer: Consumer) -> None:
     """Seek every assigned partition back to its committed offset (its beginning if none)."""
     assigned = consumer.assignment()
@@ -187,7 +165,7 @@ def run_eos(topic: str, group: str, apply, *, handle=None, every: int = 100, tra
 
     # Revoked: commit the open transaction while the generation is still ours (afterwards the
     # group would refuse its offsets). Lost: the generation is gone already, so abort it.
-    db = Database(dsn)  # before joining the group: no partitions held while it waits for the database
+    db = common.Database(dsn)  # before joining the group: no partitions held while it waits for the database
     consumer.subscribe([topic], on_assign=log_partitions("assigned"),
                        on_revoke=log_partitions("revoked", lambda _c, _ps: state.commit(rewind_on_abort=False)),
                        on_lost=log_partitions("lost", lambda _c, _ps: state.abort("partitions lost", False)))
@@ -241,16 +219,10 @@ def run_worker(lab) -> None:
 
 
 def main() -> None:
-    parser = common.Parser(description="Kafka's exactly-once loop, crediting through the inbox.")
-    parser.add_argument("--topic", default=DEMO_TOPIC)
-    parser.add_argument("--group", default=CONSUMER_NAME + "-eos")
-    parser.add_argument("--every", type=int, default=100, help="input messages per Kafka transaction")
-    args = parser.parse_args()
-    if args.every < 1:
-        parser.error("--every must be at least 1")
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     from consume import credit_account
-    run_eos(args.topic, args.group, credit_account, every=args.every)
+    common.run_command(functools.partial(run_eos, apply=credit_account),
+                       "Kafka's exactly-once loop, crediting through the inbox.", CONSUMER_NAME + "-eos",
+                       every="input messages per Kafka transaction")
 
 
 if __name__ == "__main__":

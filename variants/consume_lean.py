@@ -31,13 +31,12 @@ matter (and the lab's seq, for its stall); the others are not kept.
 import contextlib
 import functools
 import gc
-import threading
 from typing import Annotated
 
 import msgspec
 from confluent_kafka import Message
 
-from consume import MAX_EVENT_ID_BYTES, PoisonMessage, checked_event_id, parse_event
+from consume import MAX_EVENT_ID_BYTES, checked_event_id, parse_event
 from variants import consume_pipelined
 
 # What the lab runs of this file (lab/registry.py reads it without importing the module).
@@ -73,16 +72,7 @@ CREATE OR REPLACE TRIGGER accounts_keep_credited BEFORE DELETE ON accounts
 # ledger would get a row for it. Then the statement fails as a whole, with a value error the
 # planner cannot see coming (it depends on the counts), so nothing is claimed, and p's
 # one-event-at-a-time retry parks that event as an unknown account.
-CLAIM_AND_CREDIT = """
-WITH input AS (
-    SELECT * FROM unnest(%(ids)s::text[], %(accounts)s::int[], %(amounts)s::bigint[]) AS i(event_id, account_id, amount)
-), known AS (
-    SELECT id FROM accounts WHERE id = ANY(%(wanted)s::int[])
-), claimed AS (
-    INSERT INTO processed_messages (consumer, message_id)
-    SELECT %(consumer)s, event_id FROM input WHERE account_id IN (SELECT id FROM known) ORDER BY event_id
-    ON CONFLICT DO NOTHING RETURNING message_id
-), fresh AS MATERIALIZED (
+CLAIM_AND_CREDIT = consume_pipelined.INPUT_AND_KNOWN + consume_pipelined.CLAIMED + """, fresh AS MATERIALIZED (
     SELECT i.event_id, i.account_id, i.amount FROM input i JOIN claimed c ON c.message_id = i.event_id
 ), locked AS (
     SELECT id FROM accounts WHERE id IN (SELECT account_id FROM fresh) ORDER BY id FOR NO KEY UPDATE
@@ -158,34 +148,16 @@ class Batch(consume_pipelined.Batch):
     """p's Batch, decoded by the fast path."""
 
     def __init__(self, messages: list[Message]):
-        self.messages = messages
-        self.events, self.poison, self.ids_of, self.copies = {}, [], [], {}
-        for msg in messages:
-            try:
-                event_id, event = event_id_fast(msg), decode_fast(msg.value())
-            except PoisonMessage as e:
-                self.poison.append((msg, e.reason))
-                continue
-            if event_id in self.copies:
-                self.copies[event_id].append(event)
-            else:
-                self.events[event_id] = event
-                self.copies[event_id] = [event]
-            self.ids_of.append((msg, event_id, event))
-        self.applied, self.bad = set(), {}
+        super().__init__(messages, event_id_fast, decode_fast)
 
 
 def claim_and_credit(conn, events: dict, consumer: str = consume_pipelined.CONSUMER_NAME) -> tuple[set, set]:
     """p's contract: (IDs applied now, IDs for unknown accounts)."""
     if not events:
         return set(), set()
-    ids = sorted(events)
-    accounts = [events[i]["account_id"] for i in ids]
-    rows = conn.execute(CLAIM_AND_CREDIT, {
-        "ids": ids, "accounts": accounts, "amounts": [events[i]["amount"] for i in ids],
-        "wanted": sorted(set(accounts)), "consumer": consumer}, binary=True).fetchall()
+    rows = consume_pipelined.batch_statement(conn, CLAIM_AND_CREDIT, events, consumer=consumer)
     unknown = {i for i, seen in rows if not seen}
-    return set(ids).difference(i for i, _ in rows), unknown
+    return set(events).difference(i for i, _ in rows), unknown
 
 
 # The steps, each measured against the one before (measure_throughput.py --variants
@@ -194,31 +166,24 @@ def claim_and_credit(conn, events: dict, consumer: str = consume_pipelined.CONSU
 STEPS = {"p-lean-py": ("decoding",), "p-lean-sql": ("decoding", "statement"), "p-lean": ("decoding", "statement")}
 
 
-_swap = threading.Lock()  # one swap at a time: a second would restore the first's parts out of order
-
-
 @contextlib.contextmanager
 def swapped(parts=("decoding", "statement")):
-    """p's decoding and statement swapped for these while the block runs. The swap is of
-    module globals, so nothing else may run p in this process meanwhile: a worker runs one
-    variant, and a test one consumer at a time. (Kept apart from p until it pays, so that p's
-    own figures stay measured by the code the repository holds; then it folds into p.)"""
-    if not _swap.acquire(blocking=False):
-        raise RuntimeError("p-lean is already running in this process; its swap of p's parts is not reentrant")
-    saved = consume_pipelined.Batch, consume_pipelined.claim_and_credit, gc.get_threshold()
-    if "decoding" in parts:
-        consume_pipelined.Batch = Batch
-        gc.freeze()  # what the process built to get here (modules, clients) is never scanned again
-        gc.set_threshold(*GC_THRESHOLDS)
+    """p's decoding and statement swapped for these while the block runs (consume_pipelined.swapped:
+    one swap at a time). Kept apart from p until it pays, so that p's own figures stay measured by
+    the code the repository holds; then it folds into p."""
+    swaps = {"Batch": Batch} if "decoding" in parts else {}
     if "statement" in parts:
-        consume_pipelined.claim_and_credit = claim_and_credit
-    try:
-        yield
-    finally:
-        consume_pipelined.Batch, consume_pipelined.claim_and_credit, thresholds = saved
-        gc.set_threshold(*thresholds)
-        gc.unfreeze()
-        _swap.release()
+        swaps["claim_and_credit"] = claim_and_credit
+    with consume_pipelined.swapped("p-lean", **swaps):
+        thresholds = gc.get_threshold()
+        if "decoding" in parts:
+            gc.freeze()  # what the process built to get here (modules, clients) is never scanned again
+            gc.set_threshold(*GC_THRESHOLDS)
+        try:
+            yield
+        finally:
+            gc.set_threshold(*thresholds)
+            gc.unfreeze()
 
 
 def run_lean(topic: str, group: str, parts=("decoding", "statement"), **options) -> None:
@@ -230,8 +195,6 @@ def run_lean(topic: str, group: str, parts=("decoding", "statement"), **options)
 def run_worker(lab) -> None:
     """The lab's entry point: p's, with the swaps of the variant's step."""
     consume_pipelined.run_worker(lab, run=functools.partial(run_lean, parts=STEPS[lab.args.variant]))
-
-
 
 
 def main() -> None:

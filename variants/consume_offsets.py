@@ -32,7 +32,6 @@ Assumptions: consume.py's; schema.sql's consumer_offsets, with grants.sql's gran
     python -m variants.consume_offsets               # consumer.deposits as group wallet-credits-o
 """
 import concurrent.futures
-import logging
 import threading
 import time
 
@@ -40,21 +39,9 @@ import psycopg
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Message, TopicCollection, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from consume import (
-    BROKERS,
-    COMMIT_FAILED_LOG,
-    CONSUMER_NAME,
-    DSN,
-    commit_offset,
-    credit_account,
-    handle_once,
-    process,
-)
-from publish import DEMO_TOPIC
+from consume import BROKERS, CONSUMER_NAME, DSN, commit_offset, credit_account, handle_once, process
 from variants import common
-from variants.common import consuming
-
-log = logging.getLogger("consume")  # consume.py's logger: one stream for a harness to read
+from variants.common import log
 
 # What the lab runs of this file (lab/registry.py reads it without importing the module).
 VARIANTS = {
@@ -109,12 +96,8 @@ def tell_kafka(consumer: Consumer, offsets: list[TopicPartition]) -> None:
     """Commit the database's offsets to Kafka too, so that its lag tells the truth. Without this
     a partition whose last message was handled, but whose Kafka commit failed (an eviction),
     shows a lag of one for ever: the next owner starts past that message and commits nothing."""
-    known = [tp for tp in offsets if tp.offset >= 0]
-    if known:
-        try:
-            consumer.commit(offsets=known, asynchronous=False)
-        except KafkaException as e:
-            log.warning(COMMIT_FAILED_LOG, e.args[0].name())
+    if known := [tp for tp in offsets if tp.offset >= 0]:
+        common.commit_offsets(consumer, known)
 
 
 def process_and_record(conn: psycopg.Connection, msg: Message, dead_letters, handle, apply,
@@ -153,7 +136,7 @@ def run_with_offsets(topic: str, group: str, apply=credit_account, *, handle=Non
         consumer.assign(start)
         tell_kafka(consumer, start)
 
-    with consuming(topic, group, dsn, overrides, on_assign=seek_on_assign) as (consumer, dead_letters, db):
+    with common.consuming(topic, group, dsn, overrides, on_assign=seek_on_assign) as (consumer, dead_letters, db):
         holder["db"] = db
 
         def reseek():
@@ -168,11 +151,7 @@ def run_with_offsets(topic: str, group: str, apply=credit_account, *, handle=Non
 
         db.on_reconnect = reseek
         while stop is None or not stop.is_set():
-            msg = consumer.poll(0.5)
-            if msg is None:
-                continue
-            if msg.error():
-                log.warning("consumer error: %s", msg.error())
+            if (msg := common.polled(consumer, 0.5)) is None:
                 continue
             try:
                 outcome = db.run(process_and_record, msg, dead_letters, handle, apply, identities[msg.topic()])
@@ -189,12 +168,8 @@ def run_worker(lab) -> None:
 
 
 def main() -> None:
-    parser = common.Parser(description="Consume credits through the inbox, the offsets kept beside it.")
-    parser.add_argument("--topic", default=DEMO_TOPIC)
-    parser.add_argument("--group", default=CONSUMER_NAME + "-o")
-    args = parser.parse_args()
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
-    run_with_offsets(args.topic, args.group)
+    common.run_command(run_with_offsets, "Consume credits through the inbox, the offsets kept beside it.",
+                       CONSUMER_NAME + "-o")
 
 
 if __name__ == "__main__":

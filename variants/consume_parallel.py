@@ -46,7 +46,6 @@ Assumptions: consume.py's; the key is what order is kept for (publish.py keys by
     python -m variants.consume_parallel --lanes 16
 """
 import collections
-import logging
 import queue
 import sys
 import threading
@@ -54,19 +53,9 @@ import time
 
 from confluent_kafka import Consumer, KafkaException, Message, Producer, TopicPartition
 
-from consume import (
-    COMMIT_FAILED_LOG,
-    CONSUMER_NAME,
-    DSN,
-    credit_account,
-    handle_once,
-    process,
-)
-from publish import DEMO_TOPIC
+from consume import DSN, credit_account, handle_once, process
 from variants import common
-from variants.common import Database, consuming
-
-log = logging.getLogger("consume")  # consume.py's logger: one stream for a harness to read
+from variants.common import log
 
 # What the lab runs of this file (lab/registry.py reads it without importing the module).
 VARIANTS = {
@@ -151,7 +140,7 @@ class Lane(threading.Thread):
                  after_db_commit):
         super().__init__(daemon=True)
         self.keys = keys
-        self.db = Database(dsn)
+        self.db = common.Database(dsn)
         self.dead_letters, self.apply, self.handle = dead_letters, apply, handle
         self.finished, self.after_db_commit = finished, after_db_commit
 
@@ -217,13 +206,8 @@ class Parallel:
             mark = window.watermark()
             if mark is not None and mark != window.committed:
                 moved.append((window, mark))
-        if not moved:
-            return
-        try:
-            self.consumer.commit(offsets=[TopicPartition(w.topic, w.partition, m) for w, m in moved],
-                                 asynchronous=False)
-        except KafkaException as e:
-            log.warning(COMMIT_FAILED_LOG, e.args[0].name())
+        if not moved or not common.commit_offsets(
+                self.consumer, [TopicPartition(w.topic, w.partition, m) for w, m in moved]):
             return
         for window, mark in moved:
             window.committed = mark
@@ -257,15 +241,6 @@ class Parallel:
             self.commit(going)
 
 
-def polled(consumer: Consumer, timeout_s: float) -> Message | None:
-    """The next message; None when nothing came, or when what came was an error (logged)."""
-    msg = consumer.poll(timeout_s)
-    if msg is not None and msg.error():
-        log.warning("consumer error: %s", msg.error())
-        return None
-    return msg
-
-
 def run_parallel(topic: str, group: str, apply=credit_account, *, lanes: int = 16, window: int = 500,
                  handle=None, dsn: str = DSN, stop: threading.Event | None = None, after_db_commit=None,
                  switch_interval_s: float | None = 0.0005, **overrides) -> None:
@@ -279,16 +254,15 @@ def run_parallel(topic: str, group: str, apply=credit_account, *, lanes: int = 1
     state: list[Parallel] = []
     assigned: list[TopicPartition] = []  # resumed by the main loop, once the assignment is in place
 
-    def revoked(consumer, partitions):
-        if state:
-            state[0].let_go(partitions, commit=True)
+    def let_go(commit: bool):  # revoked: commit the watermark; lost: no longer ours to commit
+        def callback(consumer, partitions):
+            if state:
+                state[0].let_go(partitions, commit)
+        return callback
 
-    def lost(consumer, partitions):
-        if state:
-            state[0].let_go(partitions, commit=False)
-
-    with consuming(topic, group, dsn, overrides, on_revoke=revoked, on_lost=lost,
-                   on_assign=lambda consumer, partitions: assigned.extend(partitions)) as (consumer, dead_letters, db):
+    with common.consuming(topic, group, dsn, overrides, on_revoke=let_go(True), on_lost=let_go(False),
+                          on_assign=lambda consumer, partitions: assigned.extend(partitions)) as (
+            consumer, dead_letters, db):
         db.close()  # each lane has its own connection
         keys = Keys()
         workers = [Lane(dsn, keys, dead_letters, apply, handle or handle_once, finished, after_db_commit)
@@ -314,7 +288,7 @@ def run_parallel(topic: str, group: str, apply=credit_account, *, lanes: int = 1
                 paused = any(w.paused for w in parallel.windows.values())
                 # With a partition paused, what unblocks it is a lane finishing, not a fetch: poll
                 # without waiting (callbacks, what was fetched already), then wait on the lanes.
-                if (msg := polled(consumer, 0.0 if paused else 0.05)) is not None:
+                if (msg := common.polled(consumer, 0.0 if paused else 0.05)) is not None:
                     parallel.dispatch(msg)
                 elif paused:
                     parallel.collect(wait_s=0.05)
@@ -329,15 +303,8 @@ def run_worker(lab) -> None:
 
 
 def main() -> None:
-    parser = common.Parser(description="Consume credits with per-key parallel handlers.")
-    parser.add_argument("--topic", default=DEMO_TOPIC)
-    parser.add_argument("--group", default=CONSUMER_NAME)
-    parser.add_argument("--lanes", type=int, default=16, help="handlers at once (one key: one lane)")
-    parser.add_argument("--window", type=int, default=500, help="messages in flight per partition at most")
-    args = parser.parse_args()
-    common.at_least(parser, args, 1, "lanes", "window")
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
-    run_parallel(args.topic, args.group, lanes=args.lanes, window=args.window)
+    common.run_command(run_parallel, "Consume credits with per-key parallel handlers.",
+                       lanes="handlers at once (one key: one lane)", window="messages in flight per partition at most")
 
 
 if __name__ == "__main__":

@@ -31,7 +31,7 @@ synchronous_commit stays on.
 
     python -m variants.consume_pipelined --batch 500
 """
-import logging
+import contextlib
 import queue
 import threading
 import time
@@ -39,24 +39,9 @@ import time
 import psycopg
 from confluent_kafka import Message
 
-from consume import (
-    CONSUMER_NAME,
-    DEAD_LETTERED_LOG,
-    DSN,
-    SKIPPED_LOG,
-    PoisonMessage,
-    checked_event_id,
-    dead_letter,
-    event_id_of,
-    first_line,
-    parse_event,
-)
-from publish import DEMO_TOPIC
+from consume import CONSUMER_NAME, DSN, checked_event_id, event_id_of, first_line, parse_event
 from variants import common
-from variants.common import Database, consuming
 from variants.consume_batched import commit_batch
-
-log = logging.getLogger("consume")  # consume.py's logger: one stream for a harness to read
 
 # What the lab runs of this file (lab/registry.py reads it without importing the module).
 VARIANTS = {
@@ -64,22 +49,27 @@ VARIANTS = {
                                                                                   "crash_after"]},
 }
 
+# The batch as rows, and which of its accounts exist: how p's statement starts, and p-lean's and p-bare's.
+INPUT_AND_KNOWN = """
+WITH input AS (
+    SELECT * FROM unnest(%(ids)s::text[], %(accounts)s::int[], %(amounts)s::bigint[]) AS i(event_id, account_id, amount)
+), known AS (
+    SELECT id FROM accounts WHERE id = ANY(%(wanted)s::int[])
+)"""
+# The inbox rows for the known accounts' IDs, in ID order (p's and p-lean's lock order starts here).
+CLAIMED = """, claimed AS (
+    INSERT INTO processed_messages (consumer, message_id)
+    SELECT %(consumer)s, event_id FROM input WHERE account_id IN (SELECT id FROM known) ORDER BY event_id
+    ON CONFLICT DO NOTHING RETURNING message_id
+)"""
+
 # Why each CTE reads the one before it: Postgres runs a plain SELECT ... FOR UPDATE in WITH
 # only when something reads it, and runs CTEs in the order their data is needed. `locked`
 # needs all of `claimed` (its sort reads every row before it locks any), and `ledgered`
 # counts all of `locked` before it inserts a row, as does `credited` before it updates one:
 # inbox rows, then accounts, then the writes. (Nothing reads the ledger back: the consumer's
 # role may insert into it, not read it, and RETURNING would be a read.)
-CLAIM_AND_CREDIT = """
-WITH input AS (
-    SELECT * FROM unnest(%(ids)s::text[], %(accounts)s::int[], %(amounts)s::bigint[]) AS i(event_id, account_id, amount)
-), known AS (
-    SELECT id FROM accounts WHERE id = ANY(%(wanted)s::int[])
-), claimed AS (
-    INSERT INTO processed_messages (consumer, message_id)
-    SELECT %(consumer)s, event_id FROM input WHERE account_id IN (SELECT id FROM known) ORDER BY event_id
-    ON CONFLICT DO NOTHING RETURNING message_id
-), locked AS (
+CLAIM_AND_CREDIT = INPUT_AND_KNOWN + CLAIMED + """, locked AS (
     SELECT id FROM accounts
     WHERE id IN (SELECT i.account_id FROM input i JOIN claimed c ON c.message_id = i.event_id)
     ORDER BY id FOR NO KEY UPDATE
@@ -100,25 +90,31 @@ SELECT event_id, false FROM input WHERE account_id NOT IN (SELECT id FROM known)
 
 
 class Batch:
-    """Messages read together, decoded: the events to claim (first copy of each ID), and the poison."""
+    """Messages read together, decoded (by consume.py's checks, or `read_id` and `read_event` that
+    give the same verdicts): the events to claim (first copy of each ID), and the poison."""
 
-    def __init__(self, messages: list[Message]):
+    def __init__(self, messages: list[Message], read_id=checked_event_id, read_event=parse_event):
         self.messages = messages
+        # each valid message, its ID and event, in order; (message, reason) for the poison
+        self.ids_of, self.poison = common.decoded(messages, read_id, read_event)
         self.events: dict[str, dict] = {}
-        self.poison: list[tuple[Message, str]] = []
-        self.ids_of: list[tuple[Message, str, dict]] = []  # each valid message, its ID and event, in order
         self.copies: dict[str, list[dict]] = {}  # every copy of each ID, in order
-        for msg in messages:
-            try:
-                event_id, event = checked_event_id(msg), parse_event(msg.value())
-            except PoisonMessage as e:
-                self.poison.append((msg, e.reason))
-                continue
-            self.events.setdefault(event_id, event)
-            self.copies.setdefault(event_id, []).append(event)
-            self.ids_of.append((msg, event_id, event))
+        for _, event_id, event in self.ids_of:
+            if event_id in self.copies:
+                self.copies[event_id].append(event)
+            else:
+                self.events[event_id] = event
+                self.copies[event_id] = [event]
         self.applied: set[str] = set()
         self.bad: dict[int, str] = {}  # id() of a copy the statement could not apply -> why
+
+
+def batch_statement(conn: psycopg.Connection, statement: str, events: dict[str, dict], **params) -> list[tuple]:
+    """The rows of one of the batch statements (p's, p-lean's, p-bare's), given the events by ID."""
+    ids = sorted(events)
+    accounts = [events[i]["account_id"] for i in ids]
+    return conn.execute(statement, {"ids": ids, "accounts": accounts, "amounts": [events[i]["amount"] for i in ids],
+                                    "wanted": sorted(set(accounts)), **params}, binary=True).fetchall()
 
 
 def claim_and_credit(conn: psycopg.Connection, events: dict[str, dict],
@@ -126,11 +122,7 @@ def claim_and_credit(conn: psycopg.Connection, events: dict[str, dict],
     """The whole batch in one statement: (IDs applied now, IDs for unknown accounts)."""
     if not events:
         return set(), set()
-    ids = sorted(events)
-    accounts = [events[i]["account_id"] for i in ids]
-    rows = conn.execute(CLAIM_AND_CREDIT, {
-        "ids": ids, "accounts": accounts, "amounts": [events[i]["amount"] for i in ids],
-        "wanted": sorted(set(accounts)), "consumer": consumer}, binary=True).fetchall()
+    rows = batch_statement(conn, CLAIM_AND_CREDIT, events, consumer=consumer)
     return {i for i, applied in rows if applied}, {i for i, applied in rows if not applied}
 
 
@@ -180,17 +172,7 @@ def run_statement(conn: psycopg.Connection, batch: Batch, work=None) -> Batch:
 
 def finish(batch: Batch, dead_letters, consumer, commit: bool) -> None:
     """After the statement: log skips, dead-letter the poison durably, then commit the offsets."""
-    applied = set(batch.applied)
-    for msg, event_id, event in batch.ids_of:
-        if id(event) in batch.bad:
-            batch.poison.append((msg, batch.bad[id(event)]))
-        elif event_id in applied:
-            applied.discard(event_id)  # a repeat of the same ID later in the batch is a skip
-        else:
-            log.info(SKIPPED_LOG, event_id)
-    for msg, reason in batch.poison:
-        dead_letter(dead_letters, msg, reason)
-        log.warning(DEAD_LETTERED_LOG, msg.topic(), msg.partition(), msg.offset(), reason)
+    common.settle(batch.ids_of, batch.applied, batch.bad, batch.poison, dead_letters)
     if commit:
         commit_batch(consumer, batch.messages)
 
@@ -288,10 +270,11 @@ def run_pipelined(topic: str, group: str, *, batch: int = 500, connections: int 
                 pipeline[0].drain(context[0], consumer, commit)
         return callback
 
-    with consuming(topic, group, dsn, overrides, on_revoke=let_go(True), on_lost=let_go(False)) as (
+    with common.consuming(topic, group, dsn, overrides, on_revoke=let_go(True), on_lost=let_go(False)) as (
             consumer, dead_letters, db):
         context.append(dead_letters)
-        pipeline.append(Pipeline([db, *(Database(dsn) for _ in range(connections - 1))], work, after_db_commit))
+        pipeline.append(Pipeline([db, *(common.Database(dsn) for _ in range(connections - 1))], work,
+                                 after_db_commit))
         flow = pipeline[0]
         try:
             while stop is None or not stop.is_set():
@@ -302,13 +285,7 @@ def run_pipelined(topic: str, group: str, *, batch: int = 500, connections: int 
                     # on its own thread; the statement in flight is the longest this waits.
                     flow.collect(dead_letters, consumer, wait_s=0.05)
                     continue
-                messages = []
-                for msg in consumer.consume(batch, 0.1):  # a short wait: a partial batch beats an idle one
-                    if msg.error():
-                        log.warning("consumer error: %s", msg.error())
-                    else:
-                        messages.append(msg)
-                if messages:
+                if messages := common.fetched(consumer, batch):
                     flow.submit(Batch(messages))
             flow.drain(dead_letters, consumer, commit=True)
         finally:
@@ -331,17 +308,28 @@ def run_worker(lab, run=None) -> None:
                            after_db_commit=after_statement, **lab.overrides)
 
 
+_swap = threading.Lock()  # one swap at a time: a second would restore the first's parts out of order
+
+
+@contextlib.contextmanager
+def swapped(who: str, **parts):
+    """This module's globals named in `parts` (Batch, claim_and_credit) replaced while the block runs,
+    for p-lean and p-bare, which are p with a part swapped. Module globals: nothing else may run p in
+    this process meanwhile (a worker runs one variant, a test one consumer at a time)."""
+    if not _swap.acquire(blocking=False):
+        raise RuntimeError(f"{who} is already running in this process; its swap of p's parts is not reentrant")
+    saved = {name: globals()[name] for name in parts}
+    globals().update(parts)
+    try:
+        yield
+    finally:
+        globals().update(saved)
+        _swap.release()
+
 
 def main() -> None:
-    parser = common.Parser(description="Consume credits through the pipelined batched inbox.")
-    parser.add_argument("--topic", default=DEMO_TOPIC)
-    parser.add_argument("--group", default=CONSUMER_NAME)
-    parser.add_argument("--batch", type=int, default=500, help="messages per statement")
-    parser.add_argument("--connections", type=int, default=1, help="statements at once, one connection each")
-    args = parser.parse_args()
-    common.at_least(parser, args, 1, "batch", "connections")
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
-    run_pipelined(args.topic, args.group, batch=args.batch, connections=args.connections)
+    common.run_command(run_pipelined, "Consume credits through the pipelined batched inbox.",
+                       batch="messages per statement", connections="statements at once, one connection each")
 
 
 if __name__ == "__main__":

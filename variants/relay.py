@@ -121,8 +121,7 @@ def main() -> None:
     parser = common.Parser(description="Publish events_outbox to Kafka, at least once.")
     parser.add_argument("--batch", type=int, default=100, help="rows per claim")
     args = parser.parse_args()
-    if args.batch < 1:
-        parser.error("--batch must be at least 1")
+    common.at_least(parser, args, 1, "batch")
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     run(batch=args.batch)
 

@@ -1,0 +1,576 @@
+"""Every generated section of README.md and docs/, by the name of its markers.
+
+Claim: a section is declared, not programmed: a Table (lab/tables.py) names its results file,
+its rows, its columns and its footer. The few sections that join several files or compute a
+verdict line keep a short function; they use the same table and footer helpers.
+"""
+import statistics
+
+from lab import faults, results
+from lab.tables import (
+    EXACT,
+    FOOTERS,
+    RATE,
+    RUNS,
+    VARIANT,
+    VARIANT_NAMES,
+    Missing,
+    Row,
+    Table,
+    cpu_of_runs,
+    cpu_table,
+    events_of_text,
+    exact,
+    load,
+    markdown_table,
+    named,
+    need,
+    provenance,
+    runs_of,
+    say,
+    spread,
+    summary,
+    summed,
+    tot,
+    total,
+)
+
+POINT_NAMES = {"kill": "SIGKILL on M1's schedule", "pg-committed": "planted: after Postgres, before Kafka's commit",
+               "kafka-committed": "planted: after Kafka's commit, before the next poll"}
+SOURCE_NAMES = {("relay", "on"): "relay: killed, and crashed between the ack and the mark",
+                ("retries", "off"): "one producer, link cut and broker restarted; idempotence off",
+                ("retries", "on"): "the same, idempotence on",
+                ("restart", "on"): "a journaling publisher, killed and restarted"}
+POLICY_NAMES = {"keys": "keys honoured: retry with the same Idempotency-Key",
+                "lookup": "status lookup: ask, then call only if nothing landed",
+                "retry": "neither, retry after an expired lease", "skip": "neither, give up after an expired lease",
+                "outbox": "inbox, then outbox: a keyed relay makes the call"}
+LAYOUT_NAMES = {"text": "text (UUID string)", "uuid-v4": "uuid, v4 (random)", "uuid-v7": "uuid, v7 (`uuidv7()`)",
+                "v7-pk-range": "lean: v7 key only, expired by key range",
+                "v7-partitioned": "lean: v7 key only, a partition a day"}
+RETENTION_MODES = {"alone": "p alone, the backlog in processed_messages",
+                   "delete": "p, retention.sql's batched DELETE beside it",
+                   "partitioned": "p alone, processed_messages partitioned by the ID's day",
+                   "drop": "p, the expired days dropped beside it (inbox_v7_drop_before)",
+                   "detach": "p, each expired day detached concurrently, then dropped, beside it"}
+# cluster.json: every fault and variant with acks=all (make measure-cluster); cluster-acks1.json: leader
+# kills under acks=1, the same harness and parameters otherwise
+CLUSTER_FILES = ("cluster.json", "cluster-acks1.json")
+REBALANCE_SETS = [(f"rebalance-{v}-{p}.json", p) for v in ("b", "c", "d", "k", "o", "p")
+                  for p in ("classic", "consumer")] + [(f"rebalance-{v}-consumer-stall20.json", "consumer")
+                                                       for v in ("b", "c")]
+LATENCY = ("Median (min–max) over runs of each run's figure.")
+DUP_LOST = ("Duplicates + lost", lambda e: e.t["duplicates"] + e.t["lost"])
+P_GOAL = 1.5  # what p was built for: half again d's rate, on this machine
+TARGET_CUT = 0.30  # issue #31: p's CPU per message at least 30% lower
+
+
+def throughput_tables(doc: dict) -> str:
+    """A measure_throughput invocation: msgs/s per variant, then its paired ratios."""
+    return (markdown_table(["Variant", "Runs", "msgs/s, median (min–max)"], [
+        [named(name), s["runs"], spread(s["msgs_per_s"], 1)] for name, s in doc["summary"]["variants"].items()])
+        + "\n\n" + markdown_table(["Ratio", "Median of per-run ratios (min–max)"],
+                                  [[name, spread(r, 3)] for name, r in doc["summary"]["ratios"].items()]))
+
+
+def sizing_section() -> str:
+    z, post = need("storage.json")["summary"]["sizing"], need("post-figures.json")["storage"]["sizing"]
+    rows = [[LAYOUT_NAMES[k], f"{p['bytes_per_row']:.1f}", f"{p['gb']:.1f} GB",
+             f"{post['gb'][k]} GB" if k in post["gb"] else "–"] for k, p in z["layouts"].items()]
+    return (markdown_table(["Layout", "Bytes/row, measured, cleanup index included", f"{z['rows']:,} rows",
+                            "Post's arithmetic"], rows) + "\n\n" + say("sizing", z=z) + "\n")
+
+
+def faults_section() -> str:
+    """M6, with the share-lock rows under the producer's usual batching from a file of their own."""
+    doc, batched = need("faults.json"), load("faults-share-batched.json")
+    rows = [[s["fault"] + note, VARIANT_NAMES[s["variant"]], s["runs"], s["totals"]["faults"],
+             s["totals"]["duplicates"], s["totals"]["lost"], s["totals"]["skipped"],
+             spread(s["resume_s"], 2) if s.get("resume_s") else "–", f"{s['balances_exact_runs']} of {s['runs']}"]
+            for d, note in [(doc, "")] + ([(batched, ", producer batching")] if batched else [])
+            for s in d["summary"].values()]
+    c = doc["config"]
+    return (markdown_table(["Fault", "Variant", "Runs", "Faults", "Duplicates", "Lost", "Skipped duplicates",
+                            "Resume after the fault (s)", "Exact balances"], rows, text_columns=2) + "\n\n"
+            + " ".join([say("faults", c=c)] + [say("faults.share-lock", c=c)] * ("lock_ms" in c)
+                       + ([say("faults.batched", c=batched["config"])] if batched else []))
+            + f" From `results/faults.json`: {provenance(doc)}.\n")
+
+
+def longest_still(timeline: dict) -> float:
+    """The longest the whole ledger stood still between its first credit and its last, in
+    seconds, to within a bucket: read from a run's recorded credit timeline."""
+    busy = [i for i, rate in enumerate(timeline["credits_per_s"]) if rate > 0]
+    return max((b - a - 1 for a, b in zip(busy, busy[1:], strict=False)), default=0) * timeline["bucket_s"]
+
+
+def faults_more_section() -> str:
+    """M10: one row per fault and variant; the pause again under the role's idle timeout, and
+    offsets-expired, which runs on a broker of its own (a short offsets.retention.minutes)."""
+    doc = need("faults-more.json", "python -m measurements.measure_faults_more --help")
+    idle, offsets, forgotten = (load(f"faults-more-{n}.json") for n in ("idle-tx", "offsets", "offsets-forgotten"))
+    sets = [(doc, "")] + ([(idle, f", idle_in_transaction_session_timeout {idle['config']['idle_tx_timeout_ms']} ms")]
+                          if idle else [])
+    sets += [(offsets, ", the inbox remembering all")] if offsets else []
+    sets += [(forgotten, f", {forgotten['config']['forgotten']:.0%} of the inbox forgotten first")] if forgotten else []
+    rows = []
+    for source, note in sets:
+        for s in source["summary"].values():
+            mine = [r for r in source["runs"] if (r["fault"], r["variant"]) == (s["fault"], s["variant"])]
+            met = faults.get(s["fault"]).met([f for r in mine for f in r["fault_log"]], mine)  # lab/faults/ says
+            if stuck := sum(r.get("stuck", 0) for r in mine):  # no credit within the harness's deadline after a fault
+                met += f"; **{stuck} left the consumers stuck**"
+            t = s["totals"]
+            rows.append([s["fault"] + note, VARIANT_NAMES[s["variant"]], s["runs"], t["faults"], t["duplicates"],
+                         t["lost"], t["skipped"], s["exits"], met,
+                         spread(results.stats(longest_still(r["timeline"]) for r in mine), 1),
+                         f"{s['balances_exact_runs']} of {s['runs']}"])
+    text = (markdown_table(["Fault", "Variant", "Runs", "Faults", "Duplicates", "Lost", "Skipped duplicates", "Exits",
+                            "What the faults met", "Ledger still at most (s)", "Exact balances"], rows, text_columns=2,
+                           also_text=(-3,)) + "\n\n" + say("faults-more", c=doc["config"], prov=provenance(doc)))
+    if idle:
+        text += f" The idle-timeout rows from `results/faults-more-idle-tx.json`: {provenance(idle)}."
+    for name, other in (("faults-more-offsets.json", offsets), ("faults-more-offsets-forgotten.json", forgotten)):
+        if other:
+            own = other["config"]["events"]
+            text += " " + say("faults-more.offsets", file=name, prov=provenance(other),
+                              minutes=other["config"].get("offsets_retention_minutes", 1),
+                              own=f", {own:,} credits a run" if own != doc["config"]["events"] else "")
+    return text + "\n"
+
+
+def cluster_runs() -> list[tuple[dict, dict]]:
+    """(run, its file's config) for every M8 run in every file that holds some."""
+    return [(r, doc["config"]) for doc in filter(None, map(load, CLUSTER_FILES)) for r in doc["runs"]]
+
+
+def cluster_fault_name(r: dict, config: dict) -> str:
+    """An M8 run's fault as the tables name it: its title, the standby's mode, acks other than all."""
+    fault = faults.get(r["fault"])
+    return (fault.title.format(**config) + (f", {r['replication']} standby" if "pg-standby" in fault.needs else "")
+            + ("" if r["acks"] == "all" else f", acks={r['acks']}"))
+
+
+def cluster_section() -> str:
+    cluster, order = need("cluster.json", "make measure-cluster"), list(faults.registry())
+    groups = {}
+    for r, config in cluster_runs():
+        groups.setdefault((faults.get(r["fault"]).title.format(**config), r["fault"], r["variant"], r["replication"],
+                           r["acks"]), []).append(r)
+    rows = [[name, VARIANT_NAMES[variant], replication if "pg-standby" in faults.get(fault).needs else "–", acks,
+             len(mine), total(mine, "duplicates"), f"{total(mine, 'lost'):,}", total(mine, "acked_missing"),
+             spread(results.stats(r["longest_stall_s"] for r in mine), 1), exact(mine)]
+            for (name, fault, variant, replication, acks), mine in sorted(
+                groups.items(), key=lambda g: (order.index(g[0][1]), g[0][3], g[0][4] != "all", g[0][2]))]
+    c, acks1 = cluster["config"], load("cluster-acks1.json")
+    return (markdown_table(["Fault", "Variant", "Postgres standby", "acks", "Runs", "Duplicates", "Lost",
+                            "Acknowledged records missing", "Longest stall, s", "Exact balances"], rows,
+                           text_columns=4)
+            + "\n\n" + say("cluster", c=c, prov=provenance(cluster))
+            + (f"; and the acks=1 rows from `results/cluster-acks1.json`: {provenance(acks1)}" if acks1 else "")
+            + ".\n")
+
+
+def offsets_section() -> str:
+    """o against c: under the failover that loses c's credits, under M1 and M2, and what it costs."""
+    groups = {}  # c and o as M8 ran them: interleaved run by run with b and d, in one invocation
+    for r, config in cluster_runs():
+        if r["fault"] == "pg-failover-stalled" and r["variant"] in ("c", "o"):
+            groups.setdefault((r["replication"], r["variant"], config["stall_s"]), []).append(r)
+    rows = [[f"M8, b, c, d and o interleaved, one invocation: the standby's stream stalled {stall_s:g} s, the primary "
+             f"killed, {replication} standby promoted", variant, len(mine), total(mine, "duplicates"),
+             f"{total(mine, 'lost'):,}", exact(mine)] for (replication, variant, stall_s), mine in groups.items()]
+    for name, label in (("kill-o.json", "M1: {kills} SIGKILLs a run"),
+                        ("rebalance-o-classic.json", "M2: a {slow_seconds:g} s stall every {slow_every}th event")):
+        if doc := load(name):
+            rows.append([label.format(**doc["config"]), "o", len(doc["runs"]), total(doc["runs"], "duplicates"),
+                         total(doc["runs"], "lost"), exact(doc["runs"])])
+    if not rows:
+        raise Missing("_No results for o yet: run `make measure-cluster`, then `python measure_kill.py --variant o` "
+                      "and `python measure_rebalance.py --variant o`._\n")
+    text = (markdown_table(["Fault", "Variant", "Runs", "Duplicates", "Lost", "Exact balances"], rows, text_columns=2)
+            + "\n\nTotals over the runs; each measurement's other parameters as in its own section.\n")
+    if cost := load("throughput-offsets.json"):
+        s = cost["summary"]["variants"]
+        text += f"\n{cpu_table(cost)}\n" + say("offsets.cost", c=cost["config"], prov=provenance(cost), c_rate=spread(
+            s["c"]["msgs_per_s"]), o_rate=spread(s["o"]["msgs_per_s"]), ratio=spread(cost["summary"]["ratios"].get(
+                "o/c"), 3)) + "\n"
+    return text
+
+
+def parallel_section() -> str:
+    """k's lanes against c, the share per lane, and k under M1's kills and M2's zombie."""
+    lanes = need("throughput-lanes.json", "python measure_throughput.py --sweep-lanes 1,4,16,64 --work-ms 10")
+    stats, ratios, c = lanes["summary"]["variants"], lanes["summary"]["ratios"], lanes["config"]
+    rows = [[name, s["runs"], spread(s["msgs_per_s"], 1),
+             "1" if name == "c" else spread(ratios[f"{name}/c"], 2) if f"{name}/c" in ratios else "–",
+             sum(r.get("order_violations") or 0 for r in runs_of(lanes, variant=name)),
+             sum(r["duplicates"] + r["lost"] for r in runs_of(lanes, variant=name))] for name, s in stats.items()]
+    text = (cpu_table(lanes) + markdown_table(["Variant (k@N: N lanes)", "Runs", "msgs/s, median (min–max)",
+                                               "× c, median of per-run ratios", "Order violations",
+                                               "Duplicates + lost"], rows)
+            + "\n\n" + say("parallel", c=c, prov=provenance(lanes)) + "\n")
+    if per_lane := sorted((int(n.split("@")[1]), ratios[f"{n}/c"]["median"]) for n in stats
+                          if n.startswith("k@") and f"{n}/c" in ratios):
+        text += ("\nPer lane, the rate as a share of c's (× c ÷ lanes; 1 would be each lane as fast as c): "
+                 + ", ".join(f"k@{n} {x / n:.2f}" for n, x in per_lane) + ".\n")
+    under = []
+    if kill := load("kill-k.json"):
+        k, runs = kill["config"], kill["runs"]
+        under.append([f"M1: {k['kills']} SIGKILLs a run, {k['lanes']} lanes, {k['events']:,} credits", len(runs),
+                      total(runs, "kills"), "–",
+                      *(total(runs, f) for f in ("duplicates", "lost", "order_violations")),
+                      f"{total(runs, 'balances_exact')} of {len(runs)}"])
+    if rebalance := load("rebalance-k-classic.json"):
+        k, runs = rebalance["config"], rebalance["runs"]
+        under.append([f"M2: a {k['slow_seconds']:g} s stall every {k['slow_every']}th event, {k['lanes']} lanes",
+                      len(runs), *(total(runs, f) for f in ("stalls", "evictions", "duplicates", "lost",
+                                                            "order_violations")),
+                      f"{total(runs, 'balances_exact')} of {len(runs)}"])
+    if under:
+        text += ("\n" + markdown_table(["k under", "Runs", "Kills or stalls", "Evictions", "Duplicates", "Lost",
+                                        "Order violations", "Exact balances"], under)
+                 + "\n\nTotals over the runs; M1's and M2's other parameters as in their sections. From "
+                 "`results/kill-k.json` and `results/rebalance-k-classic.json`.\n")
+    return text
+
+
+def pipelined_section() -> str:
+    """p beside d and the ceilings in one invocation; then p on two connections against the
+    two-connection ceiling, in another; then whether p met its goal."""
+    doc = need("throughput-pipelined.json", "python measure_throughput.py --variants raw,db-d,db,d,p --runs 5 "
+                                             "--out results/throughput-pipelined.json")
+    c, two = doc["config"], load("throughput-connections.json")
+    text = (cpu_table(doc) + throughput_tables(doc)
+            + "\n\n" + say("pipelined", c=c, prov=provenance(doc)) + "\n")
+    if two:
+        text += ("\nTwo statements at once (p@2: the worker's `--connections 2`; db@2: the ceiling, two connections "
+                 "taking the batches in turn):\n\n" + cpu_table(two) + throughput_tables(two) + "\n\n"
+                 + say("pipelined.two", c=two["config"], prov=provenance(two)) + "\n")
+    if (alone := doc["summary"]["ratios"].get("p/d")) is None:
+        return text + "\n\n"
+    said = (f"p on one connection makes {alone['median']:.2f}× d's rate in the first invocation (median; "
+            f"{alone['min']:.2f}–{alone['max']:.2f}): "
+            f"{'at or past' if alone['median'] >= P_GOAL else 'short of'} the "
+            f"{P_GOAL:g}× p was built for.")
+    if both := (two or {}).get("summary", {}).get("ratios", {}).get("p@2/d"):
+        d_of = {r["run"]: r["msgs_per_s"] for r in runs_of(two, variant="d")}
+        paired = [r["msgs_per_s"] / d_of[r["run"]] for r in runs_of(two, variant="p@2") if r["run"] in d_of]
+        said += (f" On two connections (p@2) it makes {both['median']:.2f}× ({both['min']:.2f}–{both['max']:.2f}), "
+                 f"past {P_GOAL:g}× in {sum(x >= P_GOAL for x in paired)} of {len(paired)} runs.")
+    return text + "\n" + said + "\n"
+
+
+def frameworks_section() -> str:
+    """M9: the frameworks under M1's kills and M2's zombie, beside b and c measured the same way."""
+    kill = need("kill-frameworks.json", "python measure_kill.py --variant frameworks --runs 5 --out "
+                                        "results/kill-frameworks.json")
+    zombie, m1_bc = load("rebalance-frameworks-classic.json"), load("kill.json")
+    m1 = {**{v: (m1_bc["summary"][v], runs_of(m1_bc, variant=v)) for v in ("b", "c")
+             if m1_bc and v in m1_bc["summary"]},
+          **{v: (s, runs_of(kill, variant=v)) for v, s in kill["summary"].items()}}
+    m2 = {**{v: doc["summary"][v] for v in ("b", "c") if (doc := load(f"rebalance-{v}-classic.json"))},
+          **(zombie["summary"] if zombie else {})}
+    rows = [[VARIANT_NAMES[v], s["runs"], total(runs, "kills"), spread(s["duplicates"]), spread(s["lost"]),
+             f"{s['balances_exact_runs']} of {s['runs']}",
+             *([z["runs"], z["totals"]["evictions"], z["totals"]["duplicates"], z["totals"]["lost"]]
+               if (z := m2.get(v)) else ["–"] * 4)] for v, (s, runs) in m1.items()]
+    sources = ["`results/kill-frameworks.json`: " + provenance(kill)] + (
+        ["`results/rebalance-frameworks-classic.json`: " + provenance(zombie)] if zombie else [])
+    return (markdown_table(["Variant", "M1 runs", "Kills", "Duplicates per run", "Lost per run", "Exact balances",
+                            "M2 runs", "Evictions", "Duplicates", "Lost"], rows)
+            + "\n\n" + say("frameworks", c=kill["config"], sources="; ".join(sources)) + "\n")
+
+
+def async_commit_section() -> str:
+    """Indented: the page shows it inside a list item."""
+    doc = need("async-commit.json", "python -m measurements.measure_async_commit")
+    rows = [[{"stored-offsets": "`commit(asynchronous=True)`, FastStream's",
+              "the-message": "`commit(message=msg, asynchronous=True)`"}[v], s["runs"], s["totals"]["trials"],
+             s["totals"]["past_the_message"]] for v, s in doc["summary"].items()]
+    table = markdown_table(["The commit, then the next poll at once", "Runs", "Trials",
+                            "Committed past the message in hand"], rows)
+    return "\n".join("  " * bool(line) + line for line in f"{table}\n\n{say('async-commit', prov=provenance(doc))}"
+                      .splitlines()) + "\n"
+
+
+def contention_section() -> str:
+    """#31: the same variants with the credits spread over 10,000 accounts as well as the lab's
+    100, where every batch of 500 locks most accounts (one process, and 1-3 processes)."""
+    parts = []
+    for name, what in (("throughput-accounts.json", "one consumer process, p and p-lean also on two connections"),
+                       ("throughput-consumers-accounts.json", "1, 2 and 3 consumer processes in one group")):
+        if (doc := load(name)) is None:
+            continue
+        stats, ratios, c = doc["summary"]["variants"], doc["summary"]["ratios"], doc["config"]
+        counts = [f"{n:,} accounts" for n in sorted(c["accounts"])]  # each paired with the fewest
+        rows = []
+        for base in dict.fromkeys(key.partition(", ")[0] for key in stats):
+            cells = [named(base)]
+            for count in counts:
+                s = stats.get(f"{base}, {count}")
+                cells += [spread(s["msgs_per_s"], 0) if s else "–",
+                          f"{s['cpu_us_per_msg']['total']['median']:,.1f}" if s and "cpu_us_per_msg" in s else "–"]
+            ratio = ratios.get(f"{base}, {counts[-1]}/{base}, {counts[0]}")
+            rows.append([*cells, spread(ratio, 2) if ratio else "–"])
+        within = {}  # "p@2 ÷ p" -> count -> ratios: two connections against one, per account count
+        rate = {(r["variant"], r.get("accounts"), r["run"]): r["msgs_per_s"] for r in doc["runs"]}
+        for (variant, accounts, run), value in rate.items():
+            if variant.endswith("@2") and (one := (variant.partition("@")[0], accounts, run)) in rate:
+                within.setdefault(f"{variant} ÷ {one[0]}", {}).setdefault(f"{accounts:,} accounts", []).append(
+                    value / rate[one])
+        extra = ("\n\n" + markdown_table(["Paired by run, within one account count", *counts], [
+            [pair, *(spread(results.stats(by[n]), 2) if n in by else "–" for n in counts)]
+            for pair, by in within.items()])) if within else ""
+        parts.append(f"{what.capitalize()}:\n\n" + cpu_table(doc) + markdown_table(
+            ["Variant", *(f"{n}: {h}" for n in counts for h in ("msgs/s, median (min–max)", "CPU µs/msg")),
+             f"{counts[-1]} ÷ {counts[0]}, paired by run"], rows) + extra
+            + "\n\n" + say("contention", c=c, events=events_of_text(c), batch=c.get("batch", 500), file=name,
+                             prov=provenance(doc)) + "\n")
+    if not parts:
+        raise Missing("_Not measured yet: `python measure_throughput.py --variants d,p,p@2,p-lean,p-lean@2 "
+                      "--accounts 100,10000 --runs 5 --events 100000 --out results/throughput-accounts.json`._\n")
+    return "\n".join(parts)
+
+
+def lean_section() -> str:
+    """#31: p's CPU per message cut step by step, each step beside the one before in one invocation."""
+    doc = need("throughput-lean.json", "python measure_throughput.py --variants p,p-lean-py,p-lean-sql,p-lean,p@2,"
+                                       "p-lean@2 --runs 5 --events 200000 --out results/throughput-lean.json")
+    c, stats, ratios = doc["config"], doc["summary"]["variants"], doc["summary"]["ratios"]
+    by_run = {(r["variant"], r["run"]): r["cpu_us_per_msg"]["total"] for r in doc["runs"] if r.get("cpu_us_per_msg")}
+    lines = []
+    for lean, base in (("p-lean", "p"), ("p-lean@2", "p@2")):
+        paired = [1 - by_run[lean, run] / by_run[base, run] for v, run in by_run if v == lean and (base, run) in by_run]
+        if paired and lean in stats and base in stats:
+            cut, ratio = results.stats(paired), ratios[f"{lean}/{base}"]
+            before, after = (stats[v]["cpu_us_per_msg"]["total"]["median"] for v in (base, lean))
+            verdict = {(True, True): "both", (True, False): "the paired median only",
+                       (False, True): "the medians only", (False, False): "neither"}[
+                (cut["median"] >= TARGET_CUT, 1 - after / before >= TARGET_CUT)]
+            lines.append(say("lean.step", lean=lean, base=base, before=before, after=after, medians=1 - after / before,
+                             cut=cut, target=TARGET_CUT, verdict=verdict, ratio=ratio))
+    return (cpu_table(doc) + "\n".join(lines) + "\n\n" + throughput_tables(doc)
+            + "\n\n" + say("lean", c=c, batch=c.get("batch", 500), prov=provenance(doc)) + "\n")
+
+
+BARE_COMMAND = ("python measure_throughput.py --variants p,p-bare --runs 5 --events 100000 "
+                "--out results/throughput-bare.json")
+
+
+def bare_lines(doc: dict) -> str:
+    """#31: the inbox's own cost at batch scale, p against p-bare (p's statement without the claim)."""
+    stats, lines = doc["summary"]["variants"], []
+    if rate := results.paired_by_run(doc, "p", "p-bare", lambda r: r["msgs_per_s"]):
+        lines.append(say("bare.rate", spread=spread(rate, 3), cost=1 - rate["median"]))
+    cpu = results.paired_by_run(doc, "p", "p-bare", lambda r: (r.get("cpu_us_per_msg") or {}).get("total"))
+    if cpu and all("cpu_us_per_msg" in stats.get(v, {}) for v in ("p", "p-bare")):
+        p, bare = (stats[v]["cpu_us_per_msg"]["total"]["median"] for v in ("p", "p-bare"))
+        lines.append(say("bare.cpu", p=p, bare=bare, spread=spread(cpu, 3), share=1 - 1 / cpu["median"]))
+    return markdown_table(["Variant", "Runs", "msgs/s, median (min–max)"], [
+        [named(name), s["runs"], spread(s["msgs_per_s"], 1)] for name, s in stats.items()]) + "\n\n" + "\n".join(lines)
+
+
+RECONNECT = ("python -m measurements.measure_faults --fault pg-restart --variant c,c-reconnect --runs 5 "
+             "--out results/faults-reconnect.json")
+
+
+def share_of_raw(e: Row) -> str:
+    raw = e.doc["summary"]["variants"].get("raw", {}).get("msgs_per_s", {}).get("median")
+    return f"{e.s['msgs_per_s']['median'] / raw:.1%}" if raw else "–"
+
+
+def saturation_extra(doc: dict) -> dict:
+    """The rows where the publisher, not the consumer, set the pace: offered short of asked by a tenth."""
+    short = [e.key.replace("@", " at ") for e in summary(match=at_load)(doc)
+             if e.s["offered_per_s"]["median"] < 0.9 * statistics.median(r["rate"] for r in e.runs)]
+    return {"backlogs": ", ".join(f"{v} {n:,}" for v, n in doc["config"]["capacity_events_of"].items()),
+            "caveat": " Where the offered rate falls short of the asked one by more than a tenth "
+                      f"({', '.join(short)}), "
+                      "the publisher, one Python process sharing the two cores, could not send faster: those rows are "
+                      "latency at the publisher's pace, not at that share of the consumer's capacity." if short else ""}
+
+
+def at_load(r: dict, key: str) -> bool:
+    return f"{r['variant']}@{r['load'] * 100:g}%" == key
+
+
+def growth_rows(doc: dict) -> list[Row]:
+    return [Row((v, id_type, size), e, [r for r in doc["runs"] if (r["variant"], r["id_type"], str(r["inbox_rows"]))
+                                        == (v, id_type, size)], doc)
+            for v, types in doc["summary"]["growth"].items() for id_type, sizes in types.items()
+            for size, e in sizes.items()]
+
+
+def of_variant(e: Row) -> str:
+    """The variant's label, for a key that starts with it (c@200/s, c:2, c shorter)."""
+    base = e.key.partition("@")[0].partition(":")[0].partition(" ")[0]
+    return VARIANT_NAMES.get(base, base)
+
+
+def spread_of(header: str, field: str, digits: int = 0) -> tuple:
+    return header, lambda e: spread(e.s[field], digits)
+
+
+def sent(header: str = "Sent, msgs/s (from CreateTimes)") -> list:
+    return [spread_of(header, "offered_per_s")]
+
+
+LATENCY_COLUMNS = [spread_of("p50, ms", "p50_ms", 1), spread_of("p99, ms", "p99_ms", 1),
+                   spread_of("Largest, ms", "max_ms", 1), DUP_LOST]
+SECTIONS = {
+    "reconnect": Table("faults-reconnect.json", command=RECONNECT, rows=lambda doc: [
+        Row(f"{v}: {how}", None, runs_of(doc, variant=v), doc) for v, how in (
+            ("c", "stops; its supervisor starts it again"), ("c-reconnect", "reconnects in place"))
+        if runs_of(doc, variant=v)], columns=[
+        ("Variant", lambda e: e.key), ("Runs", lambda e: len(e.runs)), summed("Restarts", "faults"),
+        summed("Duplicates", "duplicates", ","), summed("Lost", "lost", ","),
+        ("Started again", lambda e: sum(r.get("restarted", 0) for r in e.runs)),
+        ("Reconnected", lambda e: sum(r.get("reconnected", 0) for r in e.runs)),
+        ("First credit after a restart (s)", lambda e: spread(results.stats(r["resume_s"]["median"] for r in e.runs),
+                                                               2)), ("Exact balances", lambda e: exact(e.runs))],
+        footer=FOOTERS["reconnect"]),
+    "throughput": Table("throughput.json", cpu=True, rows=summary("variants"), columns=[
+        VARIANT, RUNS, RATE,
+        ("Gap p50 (ms)", lambda e: f"{statistics.median(r['gap_p50_ms'] for r in e.runs):.3f}"),
+        ("Gap p99 (ms)", lambda e: f"{statistics.median(r['gap_p99_ms'] for r in e.runs):.3f}"),
+        ("Share of raw", share_of_raw)],
+        footer=FOOTERS["throughput"]),
+    "ratios": Table("throughput.json", rows=summary("ratios"), footer=FOOTERS["ratios"],
+                    columns=[("Ratio", lambda e: e.key), ("Median of per-run ratios (min–max)",
+                                                          lambda e: spread(e.s, 3))]),
+    "batch": Table("throughput-batch.json", cpu=True, rows=summary("variants"), text_columns=0, columns=[
+        ("Batch size", lambda e: e.key.split("@")[1]), RATE],
+        footer=FOOTERS["batch"]),
+    "storage": Table("storage.json", command="python measure_storage.py --runs 5", rows=summary("size"),
+                     also=("post-figures.json",), columns=[
+        ("message_id type", lambda e: LAYOUT_NAMES[e.key]), spread_of("Heap bytes/row", "heap_bytes_per_row", 1),
+        spread_of("Index bytes/row", "index_bytes_per_row", 1), spread_of("Total bytes/row", "total_bytes_per_row", 1),
+        spread_of("+ cleanup index", "cleanup_index_bytes_per_row", 1),
+        *((f"Post: {name}", lambda e, f=f"{name}_bytes_per_row": load("post-figures.json")["storage"]["layouts"][
+            e.key][f]) for name in ("heap", "index", "total"))],
+        footer=FOOTERS["storage"]),
+    "layouts": Table("storage.json", rows=summary("expiry"), columns=[
+        ("Layout", lambda e: LAYOUT_NAMES[e.key] + ("" if e.key.startswith("v7-") else " + cleanup index")),
+        spread_of("Bytes/row, every index it needs", "total_bytes_per_row", 1),
+        ("Time to expire", lambda e: f"{e.s['expire_s']['median']:.2f} s"),
+        ("WAL written", lambda e: f"{e.s['expire_wal_bytes']['median'] / 1e6:,.1f} MB"),
+        ("Dead tuples left", lambda e: f"{e.s['dead_tuples_after']['median']:,.0f}"),
+        ("Kept exactly the rows inside the window", lambda e: f"{e.s['kept_exactly_recent_runs']} of {e.s['runs']} "
+                                                              "runs")],
+        footer=FOOTERS["layouts"]),
+    "sizing": sizing_section,
+    "external": Table("external.json", columns=[
+        ("Policy", lambda e: POLICY_NAMES[e.key]), RUNS, tot("Lives", "kills"),
+        tot("SIGKILLed at random", "killed_at_random"),
+        ("Crashed before / after the call", lambda e: f"{e.t['crashed_before_call']} / {e.t['crashed_after_call']}"),
+        tot("Duplicate charges", "duplicates"), tot("Lost charges", "lost"),
+        ("Leases run short / taken over", lambda e: f"{e.t['lease_short']} / {e.t['lease_taken_over']}"), EXACT],
+        footer=FOOTERS["external"]),
+    "faults": faults_section,
+    "race": Table("race.json", columns=[
+        ("Variant", lambda e: {**POLICY_NAMES, **VARIANT_NAMES}[e.key]), RUNS, tot("Duplicates", "duplicates"),
+        tot("Lost", "lost"), tot("Transactions retried", "retried"), tot("Consumers died", "died"),
+        ("Skipped duplicates", lambda e: f"{e.t['skipped']:,}"), EXACT],
+        footer=FOOTERS["race"]),
+    "parallel": parallel_section,
+    "eos": Table("eos.json", command="python -m measurements.measure_eos --variant all --runs 5 --kills 20 --events "
+                                     "10000", text_columns=2,
+                 rows=summary(match=lambda r, key: f"{r['variant']} {r['point']}" == key), columns=[
+        ("Variant", lambda e: VARIANT_NAMES[e.key.split()[0]]), ("Fault", lambda e: POINT_NAMES[e.key.split()[1]]),
+        RUNS, summed("Faults", "faults", ","), summed("Ledger duplicates", "duplicates", ","),
+        summed("Ledger lost", "lost", ","), EXACT, summed("Output copies", "topic_copies", ","),
+        summed("Output missing", "topic_missing", ","), summed("Aborted output copies", "aborted_copies", ",")],
+        extra=lambda doc: {"nth": doc["config"]["events"] // doc["config"]["planted"]},
+        footer=FOOTERS["eos"]),
+    "publish": Table("publish.json", command="python -m measurements.measure_publish --source all --variant all --runs "
+                                             "5", text_columns=2, rows=summary(
+        match=lambda r, key: f"{r['source']} {r['idempotence']} {r['variant']}" == key), columns=[
+        ("Source of copies", lambda e: SOURCE_NAMES[tuple(e.key.split()[:2])]),
+        ("Consumer", lambda e: VARIANT_NAMES[e.key.split()[2]]), RUNS, summed("Faults", "faults"),
+        summed("Copies in the log", "log_copies", ","), summed("Duplicates", "duplicates", ","),
+        summed("Lost", "lost", ","), EXACT,
+        ("Accounts left on an older state", lambda e: f"{total(e.runs, 'stale_accounts'):,}"
+         if all("stale_accounts" in r for r in e.runs) else "–")],
+        footer=FOOTERS["publish"]),
+    "cluster": cluster_section,
+    "offsets": offsets_section,
+    "pipelined": pipelined_section,
+    "latency": Table("latency.json", command="python -m measurements.measure_latency --variants c,d,p --rates "
+                                             "200,500,5000 --runs 5", text_columns=2, columns=[
+        ("Variant", of_variant), ("Offered", lambda e: e.key.partition("@")[2]), RUNS, *sent(), *LATENCY_COLUMNS],
+        footer=FOOTERS["latency"]),
+    "growth": Table("throughput-inbox.json", rows=growth_rows, text_columns=3, extra=lambda doc: {
+        "events": events_of_text(doc["config"])}, command="python measure_throughput.py --variants c,d,p --inbox-rows "
+        "0,10000000,50000000 --id-type text,uuid-v7 --events-of c=5000 --out results/throughput-inbox.json", columns=[
+        ("Variant", lambda e: VARIANT_NAMES.get(e.key[0], e.key[0])),
+        ("IDs", lambda e: "UUIDv7" if e.key[1] == "uuid-v7" else "UUIDv4"),
+        ("Inbox rows before", lambda e: f"{int(e.key[2]):,}"), RUNS, RATE,
+        ("÷ empty inbox", lambda e: spread(e.s["vs_empty"], 3) if e.s.get("vs_empty") else "–"),
+        ("v7 ÷ v4", lambda e: spread(e.s["vs_text"], 3) if e.s.get("vs_text") else "–"),
+        ("WAL bytes/msg", lambda e: f"{e.s['wal_bytes_per_msg']['median']:,.0f}"),
+        ("Index reads/msg", lambda e: f"{e.s['inbox_index_reads_per_msg']['median']:.3f}"),
+        *((header, lambda e, i=i: cpu_of_runs(e.runs)[i]) for i, header in enumerate((
+            "µs/msg: consumer", "µs/msg: Postgres, its backends", "µs/msg, all", "Consumer peak RSS (MiB)")))],
+        footer=FOOTERS["growth"]),
+    "consumers": Table("throughput-consumers.json", cpu=True, rows=summary("variants"), extra=lambda doc: {
+        "events": events_of_text(doc["config"])}, command="python measure_throughput.py --variants c,d,p --consumers "
+        "1,2,3 --events-of c=20000 --out results/throughput-consumers.json", columns=[
+        ("Variant", of_variant), ("Consumers", lambda e: e.key.partition(":")[2]), RUNS, RATE,
+        ("÷ one consumer, paired by run", lambda e: spread(r, 3) if (r := e.doc["summary"]["ratios"].get(
+            f"{e.key}/{e.key.partition(':')[0]}:1")) else "–")],
+        footer=FOOTERS["consumers"]),
+    "frameworks": frameworks_section,
+    "retention": Table("retention.json", command="python -m measurements.measure_retention --variant all --runs 5",
+                       text_columns=2, rows=summary(match=lambda r, key: f"{r['variant']} {r['window']}" == key),
+                       columns=[
+        ("Variant", lambda e: {**VARIANT_NAMES, "v7": "v7: the lean inbox, UUIDv7 IDs, a partition a day"}[
+            e.key.split()[0]]),
+        ("Inbox keeps", lambda e: f"{e.runs[0]['window_days']} days ({e.key.split()[1]})"), RUNS,
+        ("Duplicates", lambda e: f"{e.t['duplicates']:,}"), tot("Lost", "lost"),
+        ("Dead-lettered", lambda e: f"{e.t['dead_lettered']:,}"),
+        ("Alarm before the replay", lambda e: f"{e.t['alarm']} of {e.s['runs']}")],
+        footer=FOOTERS["retention"]),
+    "faults-more": faults_more_section,
+    "async-commit": async_commit_section,
+    "frameworks-throughput": Table("throughput-frameworks.json", None, cpu=True, body=throughput_tables, extra=lambda
+                                   doc: {"sizes": ", ".join(f"{v} {n:,}" for v, n in doc["config"].get(
+                                       "events_of", {}).items())}, command="python measure_throughput.py --variants "
+                                   "c,d,p,fs-ack,fs-inbox,qx-eos-keyed --out results/throughput-frameworks.json",
+        footer=FOOTERS["frameworks-throughput"]),
+    "lean": lean_section,
+    "contention": contention_section,
+    "saturation": Table("latency-saturation.json", rows=summary(match=at_load), text_columns=2,
+                        extra=saturation_extra, command="python -m measurements.measure_latency --variants c,d,p "
+                        "--load 0.5,0.8,0.95 --capacity-events-of c=3000 --runs 5 --out "
+                        "results/latency-saturation.json",
+                        columns=[
+        ("Variant", of_variant), ("Load", lambda e: e.key.partition("@")[2]), RUNS,
+        spread_of("Capacity, msgs/s (the backlog)", "capacity_per_s"),
+        ("Asked, msgs/s (median)", lambda e: f"{statistics.median(r['rate'] for r in e.runs):,.0f}"),
+        *sent("Offered, msgs/s"), *LATENCY_COLUMNS],
+        footer=FOOTERS["saturation"]),
+    "retention-load": Table("retention-load.json", rows=summary(match=lambda r, key: r["mode"] == key),
+                            command="python -m measurements.measure_retention_load --runs 5", columns=[
+        ("Mode", lambda e: RETENTION_MODES[e.key]), RUNS, spread_of("p, msgs/s", "msgs_per_s"),
+        ("Against", lambda e: "–" if e.key == e.s["baseline"] or e.s["vs_baseline"] is None
+         else f"{spread(e.s['vs_baseline'], 2)} of {e.s['baseline']}"),
+        spread_of("Longest stall, ms", "longest_stall_ms"), spread_of("WAL, MB", "wal_mb", 1),
+        ("Retention, s", lambda e: "–" if e.s["retention_s"] is None else spread(e.s["retention_s"], 1)),
+        ("Retention done before p's last credit", lambda e: "–" if e.s["retention_s"] is None
+         else f"{e.s['retention_within_window']} of {e.s['runs']}"), DUP_LOST,
+        ("Expired IDs left, a run", lambda e: f"{statistics.median(r['expired_left'] for r in e.runs):,.0f}")],
+        footer=FOOTERS["retention-load"]),
+    "bare": Table("throughput-bare.json", None, cpu=True, body=bare_lines, command=BARE_COMMAND,
+                  footer=FOOTERS["bare"], extra=lambda doc: {
+                             "batch": doc["config"].get("batch", 500)}),
+    "latency-batch": Table("latency-batch.json", text_columns=3, command="python -m measurements.measure_latency "
+                           "--variants c,d,p --rates 200,5000 --sweep-batch 50,10,1 --runs 5 --out "
+                           "results/latency-batch.json", columns=[
+        ("Variant", of_variant), ("Offered", lambda e: e.key.partition(" batch ")[0].partition("@")[2]),
+        ("Batch", lambda e: f"{int(e.key.partition(' batch ')[2]):,}" if " batch " in e.key else
+         f"{e.doc['config']['batch']:,} (--batch)" if e.key.partition("@")[0] in ("d", "p") else "–"), RUNS,
+        *sent("Sent, msgs/s"),
+        spread_of("Credits per transaction", "credits_per_transaction", 1), *LATENCY_COLUMNS],
+        footer=FOOTERS["latency-batch"]),
+}

@@ -1,0 +1,306 @@
+"""How a results table is written: one generic renderer for every section the pages hold.
+
+Claim: a section is a declaration (lab/sections.py), not code: the results file it reads, its
+rows, its columns (each a small function of a row) and its footer (a template over the file's
+config). Table renders any of them the same way, and every footer ends in the same provenance:
+the machine, the versions, the frameworks the workers imported, and which code the runs came
+from, flagged "changed since" when a file they loaded differs now (lab/provenance.py).
+"""
+import collections
+import functools
+import statistics
+import subprocess
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import NamedTuple
+
+from lab import registry, results
+from lab.provenance import digest
+from lab.settings import RESULTS, ROOT
+
+VARIANT_NAMES = {**registry.labels(),  # each variant's own label, where it is declared
+                 "external": "external: an HTTP charge, keys honoured"}  # the race's; M5 names its policies
+
+
+class Missing(Exception):
+    """A section's results file is not there yet: the section says so, and how to make it."""
+
+
+def load(name: str) -> dict | None:
+    """results/NAME, or None; read once while the file stays as it is (figures read files many times)."""
+    path = RESULTS / name  # this module's RESULTS, which a test may point elsewhere
+    return read(path, path.stat().st_mtime_ns) if path.exists() else None
+
+
+@functools.lru_cache(maxsize=256)
+def read(path: Path, modified: int) -> dict:
+    return results.read(path.name, path.parent)
+
+
+def need(name: str, command: str = "make measure") -> dict:
+    """A results file a section cannot do without; Missing (shown in its place) when absent."""
+    if (doc := load(name)) is None:
+        raise Missing(f"_No `results/{name}` yet: run `{command}`._\n")
+    return doc
+
+
+def spread(stat: dict, digits: int = 0) -> str:
+    """A summary's median (min–max), as every table prints it."""
+    fmt = f"{{:,.{digits}f}}"
+    return f"{fmt.format(stat['median'])} ({fmt.format(stat['min'])}–{fmt.format(stat['max'])})"
+
+
+def markdown_table(headers: list[str], rows: list[list], text_columns: int = 1, also_text: tuple = ()) -> str:
+    """A table whose first `text_columns` (and those at the negative indices `also_text`) are text,
+    left-aligned, and every other column a figure, right-aligned."""
+    aligns = ["---" if i < text_columns or i - len(headers) in also_text else "---:" for i in range(len(headers))]
+    lines = ["| " + " | ".join(headers) + " |", "|" + "|".join(aligns) + "|"]
+    return "\n".join(lines + ["| " + " | ".join(str(cell) for cell in row) + " |" for row in rows])
+
+
+FOOTERS_FILE = Path(__file__).with_name("footers.md")
+
+
+def read_footers(path: Path = FOOTERS_FILE) -> dict[str, str]:
+    """The sections' prose templates: each `## NAME` over its lines, joined by single spaces."""
+    found: dict[str, list[str]] = {}
+    for line in path.read_text().splitlines():
+        if line.startswith("## "):
+            found[line[3:]] = lines = []
+        elif line and found:
+            lines.append(line)
+    return {name: " ".join(lines) for name, lines in found.items()}
+
+
+FOOTERS = read_footers()
+
+
+def say(name: str, **fields) -> str:
+    """The prose template `name` (lab/footers.md) filled in with `fields`."""
+    return FOOTERS[name].format(**fields)
+
+
+def runs_of(doc: dict, **fields) -> list[dict]:
+    return [r for r in doc["runs"] if all(r.get(k) == v for k, v in fields.items())]
+
+
+def total(runs, field: str) -> int:
+    return sum(r[field] for r in runs)
+
+
+def exact(runs) -> str:
+    return f"{sum(bool(r['balances_exact']) for r in runs)} of {len(runs)}"
+
+
+# --- provenance: what every footer ends with ------------------------------------------------
+
+FRAMEWORKS = {"faststream": "FastStream", "quixstreams": "Quix Streams", "aiokafka": "aiokafka"}
+# What a run may have loaded, for runs that did not record it: the code, less the tests and the
+# report's own modules (no measurement imports them; test_provenance checks a real run's record).
+REPORT_MODULES = ("report", "claims", "charts", "tables", "sections", "figures")
+CODE = ("*.py", "*.sql", ":!tests", *(f":!lab/{name}.py" for name in REPORT_MODULES))
+LISTED = 6  # changed files named in a footer; the rest are counted
+
+
+def provenance(doc: dict) -> str:
+    m, v = doc["machine"], doc["versions"]
+    return (f"{m['cores']} cores, {m['memory_gib']} GiB; Kafka {v['kafka']}, PostgreSQL {v['postgresql']}, "
+            f"confluent-kafka {v['confluent_kafka']} (librdkafka {v['librdkafka']}){frameworks_ran(doc)}; "
+            f"{measured_by(doc)}")
+
+
+def frameworks_ran(doc: dict) -> str:
+    """The frameworks the runs' workers imported, with their versions, and a confluent-kafka of a
+    worker's own environment where it is not the harness's (runs record their packages)."""
+    seen: dict[str, set] = collections.defaultdict(set)
+    for run in doc["runs"]:
+        for name, versions in run.get("packages", {}).items():
+            seen[name].update(versions.split(", "))
+    said = [f"{FRAMEWORKS[name]} {', '.join(sorted(seen[name]))}" for name in FRAMEWORKS if seen.get(name)]
+    if other := sorted(seen.get("confluent_kafka", set()) - {doc["versions"]["confluent_kafka"]}):
+        said.append(f"confluent-kafka {', '.join(other)} in a framework's own environment")
+    return f"; the workers ran {', '.join(said)}" if said else ""
+
+
+def legacy_changes(commit: str) -> list[str]:
+    """For runs from before they recorded what they loaded: every code file changed since."""
+    diff = subprocess.run(["git", "-C", str(ROOT), "diff", "--name-only", "--no-renames", commit, "--", *CODE],
+                          capture_output=True, text=True)
+    return diff.stdout.split() if diff.returncode == 0 else [f"(commit {commit} unknown here)"]
+
+
+def measured_by(doc: dict) -> str:
+    """Which code the runs of a results file come from, and which of the files they loaded
+    differ now (lab.provenance): the section is stale exactly when that list is not empty."""
+    runs = doc["runs"]
+    commits = sorted({r.get("commit") or "" for r in runs})
+    if commits == [""]:
+        return "code: not recorded (measured before runs named their commit)"
+    dirty = any(r.get("dirty") for r in runs)
+    named_ = ", ".join(c or "not recorded" for c in commits) + (" with local changes" if dirty else "")
+    if all("loaded" in r for r in runs):
+        hashes = collections.defaultdict(set)
+        for run in runs:
+            for path, hashed in run["loaded"].items():
+                hashes[path].add(hashed)
+        changed, how = sorted(p for p, seen in hashes.items() if seen != {digest(p)}), ""
+    else:
+        changed = sorted({path for commit in filter(None, commits) for path in legacy_changes(commit)})
+        how = " (files loaded not recorded: any code file counts)"
+    if not changed:
+        return f"code: commit {named_}{how}"
+    listed = ", ".join(changed[:LISTED]) + (f" and {len(changed) - LISTED} more" if len(changed) > LISTED else "")
+    return f"code: commit {named_}{how}; **changed since: {listed}**"
+
+
+# --- names and the CPU table, which several sections share -----------------------------------
+
+def named(name: str) -> str:
+    """A measure_throughput run name as the tables print it: p@2 is p on 2 connections, k@16 k
+    with 16 lanes, d@50 d with batches of 50, p:3 three processes of p; an account sweep's
+    names end in their accounts (p@2, 10,000 accounts)."""
+    base, _, accounts = name.partition(", ")
+    base, _, consumers = base.partition(":")
+    variant, _, swept = base.partition("@")
+    unit = {"k": "lane", "d": "message"}.get(variant, "connection")  # what @N sweeps
+
+    def counted(n, noun):
+        return f", {n} {noun}{'' if n == '1' else 's'}"
+    swept = counted(swept, unit) + " a batch" * (variant == "d") if swept else ""
+    return (VARIANT_NAMES.get(variant, variant) + swept
+            + (counted(consumers, "consumer") if consumers else "") + (f", {accounts}" if accounts else ""))
+
+
+CPU_KINDS = {"consumer_python": "consumer, Python", "consumer_librdkafka": "consumer, librdkafka",
+             "postgres_backends": "Postgres, its backends", "postgres_other": "Postgres, the rest",
+             "broker": "broker"}
+def cores_busy(stats: dict) -> str:
+    """The cores a variant's processes kept busy: CPU per message times messages per second (medians)."""
+    return f"{results.cores_busy(stats):.2f}"
+
+
+def cpu_table(doc: dict) -> str:
+    """µs of CPU per message, per process, for the variants whose runs recorded it (lab/cpu.py);
+    "" for a file measured before runs did."""
+    variants = {name: s for name, s in doc["summary"]["variants"].items() if "cpu_us_per_msg" in s}
+    if not variants:
+        return ""
+    rows = [[named(name), s["runs"], *(f"{s['cpu_us_per_msg'][kind]['median']:,.1f}" for kind in CPU_KINDS),
+             spread(s["cpu_us_per_msg"]["total"], 1), cores_busy(s), f"{s['consumer_peak_rss_mib']['median']:,.0f}"]
+            for name, s in variants.items()]
+    return (markdown_table(["Variant", "Runs", *(f"µs/msg: {label}" for label in CPU_KINDS.values()),
+                            "µs/msg, all, median (min–max)", "Cores busy", "Consumer peak RSS (MiB)"], rows)
+            + f"\n\n{say('cpu')}{self_timed_cpu(doc)}\n\n")
+
+
+def cpu_of_runs(mine: list[dict]) -> tuple[str, ...]:
+    """Table cells for runs whose file summarised no CPU (the growing inbox): the medians of
+    the consumer's CPU per message (Python and librdkafka), the Postgres backends' and all
+    processes', and of the consumer's peak RSS; dashes if any run did not record them."""
+    if not mine or any(not r.get("cpu_us_per_msg") for r in mine):
+        return ("–",) * 4
+
+    def median_of(*kinds):
+        return f"{statistics.median(sum(r['cpu_us_per_msg'][kind] for kind in kinds) for r in mine):,.1f}"
+    return (median_of("consumer_python", "consumer_librdkafka"), median_of("postgres_backends"), median_of("total"),
+            f"{statistics.median(r['consumer_peak_rss_mib'] for r in mine):,.0f}")
+
+
+def self_timed_cpu(doc: dict) -> str:
+    """What the CPU table says of raw and the db ceilings, which time themselves."""
+    stats = doc["summary"]["variants"]
+
+    def base(name):
+        return name.partition(", ")[0].partition(":")[0].partition("@")[0]
+    mine = [name for name in stats if base(name) in ("raw", "db", "db-d")]
+    read = {base(name) for name in mine if "cpu_us_per_msg" in stats[name]}
+    if not mine:
+        return ""
+    if not read:
+        return " raw and the db ceilings time themselves and are not read."
+    text = [" " + say(f"cpu.{name}") for name in ("raw", "db") if name in read or name == "db" and "db-d" in read]
+    if len(read) < len({base(name) for name in mine}) or any("cpu_us_per_msg" not in stats[n] for n in mine):
+        text.append(" Rows without CPU figures were not read.")
+    return "".join(text)
+
+
+def events_of_text(config: dict) -> str:
+    """", c: 5,000": the variants a measure_throughput run gave another --events (--events-of)."""
+    return "".join(f", {v}: {n:,}" for v, n in config.get("events_of", {}).items())
+
+
+# --- a section as a declaration ------------------------------------------------------------
+
+class Row(NamedTuple):
+    """One table row's material: its key, its summary entry (if any), its runs, and the file."""
+    key: object
+    s: dict | None
+    runs: list
+    doc: dict
+
+    @property
+    def t(self) -> dict:
+        return self.s["totals"]
+
+
+def summary(*path: str, match: Callable = lambda r, key: r.get("variant") == key) -> Callable:
+    """Rows from a summary (doc["summary"][*path]): one per entry, with the runs `match` gives it."""
+    def rows(doc):
+        entries = doc["summary"]
+        for part in path:
+            entries = entries[part]
+        return [Row(key, s, [r for r in doc["runs"] if match(r, key)], doc) for key, s in entries.items()]
+    return rows
+
+
+def grouped(key: Callable) -> Callable:
+    """Rows from the runs themselves, one per distinct key(run) in order of first appearance."""
+    def rows(doc):
+        groups = collections.defaultdict(list)
+        for run in doc["runs"]:
+            groups[key(run)].append(run)
+        return [Row(k, None, mine, doc) for k, mine in groups.items()]
+    return rows
+
+
+# Columns every kind of section repeats: (header, cell of a Row)
+RUNS = ("Runs", lambda e: e.s["runs"])
+EXACT = ("Exact balances", lambda e: f"{e.s['balances_exact_runs']} of {e.s['runs']}")
+RATE = ("msgs/s, median (min–max)", lambda e: spread(e.s["msgs_per_s"], 1))
+VARIANT = ("Variant", lambda e: VARIANT_NAMES.get(e.key, e.key))
+
+
+def tot(header: str, *fields: str) -> tuple:
+    """A column of a summary entry's totals: one field, or several added up."""
+    return header, lambda e: sum(e.t[f] for f in fields)
+
+
+def summed(header: str, field: str, digits: str = "") -> tuple:
+    """A column adding up one field over a row's runs (digits ",": with thousands separators)."""
+    return header, lambda e: format(sum(r[field] for r in e.runs), digits)
+
+
+@dataclass(frozen=True)
+class Table:
+    """A section that is one table of one results file: its rows, its columns and its footer, a
+    str.format template over c (the config), doc, prov (the provenance) and extra(doc)'s fields."""
+    file: str
+    columns: list | None  # None: body(doc) is the table
+    footer: str
+    rows: Callable = field(default_factory=lambda: summary())
+    command: str = "make measure"
+    text_columns: int = 1
+    cpu: bool = False  # the CPU table (cpu_table) first
+    extra: Callable = lambda doc: {}
+    after: Callable = lambda doc: ""  # more text, after the footer
+    also: tuple = ()  # other results files it cannot do without
+    body: Callable | None = None
+
+    def __call__(self) -> str:
+        doc, _ = need(self.file, self.command), [need(name) for name in self.also]
+        table = self.body(doc) if self.body else markdown_table(
+            [h for h, _ in self.columns], [[cell(e) for _, cell in self.columns] for e in self.rows(doc)],
+            self.text_columns)
+        footer = self.footer.format(c=doc.get("config", {}), doc=doc, prov=provenance(doc), **self.extra(doc))
+        return (cpu_table(doc) if self.cpu else "") + table + "\n\n" + footer + "\n" + self.after(doc)
