@@ -29,19 +29,29 @@ that); each run has its own schema, topic and group.
 
 `--fault NAME[,NAME]` mixes faults into the kills: halfway through each life, one of them,
 drawn on the run's seed (lab/faults/schedule.composed), is landed on the working consumer; any
-fault of lab/faults/ that needs only the single-node stack and acts by itself (FAULTS below).
+fault of lab/faults/ that needs only the single-node stack and acts by itself (mixable_faults).
 """
 import sys
 import time
 
-from lab import cli, command, faults, harness, nemesis, registry, results
-from lab.faults import schedule
+from lab import cli, command, harness, nemesis, registry, results
 
 POST_VARIANTS = registry.names(group="post")  # the post's table (a1, a2, b, c): what --variant all runs
 VARIANTS = registry.names(kind="consumer")  # any consumer in a group the registry declares (the frameworks: M9)
-# Faults a kill run can mix in: on the single-node stack, landed by themselves on a working consumer.
-FAULTS = tuple(name for name in faults.select("stack", without=("pool", "netns", "root"))
-               if (f := faults.get(name)).inject and not (f.in_handler or f.once or f.republishes or f.consumers > 1))
+
+
+def mixable_faults() -> tuple[str, ...]:
+    """The faults a kill run can mix in: on the single-node stack, landed by themselves on a
+    working consumer. Asked for only when --fault is given: the registry imports every fault
+    module, and a run records what it loaded (lab.provenance)."""
+    from lab import faults
+    return tuple(name for name in faults.select("stack", without=("pool", "netns", "root"))
+                 if (f := faults.get(name)).inject and not (f.in_handler or f.once or f.republishes
+                                                            or f.consumers > 1))
+
+
+def fault_names(text: str) -> list[str]:
+    return cli.names_of(mixable_faults(), "fault")(text)
 PLANTED_WAIT_S = 120.0
 
 
@@ -87,8 +97,11 @@ def run_once(variant: str, run: int, config: dict) -> dict:
             return {"kill": k, "life_s": life, "ledger_rows": rows, "exit_code": exit_code,
                     "counts": dict(worker.counts)}
 
-        drawn = [name for _, name in schedule.composed(config["faults"], seed, config["kills"])] \
-            if config.get("faults") else []
+        drawn = []
+        if config.get("faults"):
+            from lab import faults
+            from lab.faults import schedule
+            drawn = [name for _, name in schedule.composed(config["faults"], seed, config["kills"])]
 
         def mid_life(k, worker):  # one drawn fault, landed on the working consumer
             scene = faults.Scene(config=config, space=space, events=events, target=worker)
@@ -188,8 +201,9 @@ def parse_args(argv=None):
     parser.add_argument("--connections", type=int, default=1, help="p only: statements at once")
     parser.add_argument("--planted-crash", type=int, default=0, metavar="N",
                         help="first, the post's test: crash right after the DB commit of the N-th credit applied")
-    parser.add_argument("--fault", type=cli.names_of(FAULTS, "fault"), default=[], metavar="NAME[,NAME]",
-                        help=f"mix faults into the kills, one halfway through each life: {', '.join(FAULTS)}")
+    parser.add_argument("--fault", type=fault_names, default=[], metavar="NAME[,NAME]",
+                        help="mix faults into the kills, one halfway through each life: pg-restart, broker-restart "
+                             "(those of lab/faults/ that need only this stack and act alone)")
     parser.add_argument("--explain", action="store_true", help="end with a few lines on what was measured")
     args = parser.parse_args(argv)
     command.declare_command(parser, args)

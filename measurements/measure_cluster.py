@@ -36,7 +36,8 @@ import json
 import sys
 import time
 
-from lab import checker, cli, faults, harness, registry, results, settings, stack
+from lab import checker, cli, faults, harness, registry, results, settings
+from lab.stack import cluster
 
 FAULTS = faults.select("replicated")
 
@@ -49,7 +50,7 @@ def run_once(fault: str, variant: str, replication: str, acks: str, run: int, co
     log_dir = harness.log_dir()
     for suffix in ("log", "events", "acked"):
         (log_dir / f"cluster-{name}.{suffix}").unlink(missing_ok=True)
-    stack.cluster_postgres_up(replication)  # a standby streaming again (cloned anew after a failover)
+    cluster.cluster_postgres_up(replication)  # a standby streaming again (cloned anew after a failover)
     seed = config["seed"] + run
     begun = time.monotonic()
     events = harness.make_events(config["events"], prefix=f"r{run}", seed=seed)
@@ -130,7 +131,7 @@ def parse_args(argv=None):
     parser.add_argument("--fault", required=True, choices=(*FAULTS, "all"))
     parser.add_argument("--variant", required=True, type=cli.names_of((*VARIANTS, "all")),
                         help="one of b, c, d, o, a comma list (interleaved run by run), or all")
-    parser.add_argument("--pg-replication", choices=(*stack.REPLICATION_MODES, "both"), default="async")
+    parser.add_argument("--pg-replication", choices=(*cluster.REPLICATION_MODES, "both"), default="async")
     parser.add_argument("--acks", choices=("all", "1"), default="all", help="the publisher's")
     parser.add_argument("--rate", type=float, default=300, help="credits a second the publisher sends")
     parser.add_argument("--fault-after-s", type=float, default=5.0, help="after the consumer's first credit")
@@ -153,7 +154,7 @@ def parse_args(argv=None):
 def main(args) -> int:
     chosen = FAULTS if args.fault == "all" else (args.fault,)
     variants = ALL if "all" in args.variant else tuple(args.variant)
-    modes = stack.REPLICATION_MODES if args.pg_replication == "both" else (args.pg_replication,)
+    modes = cluster.REPLICATION_MODES if args.pg_replication == "both" else (args.pg_replication,)
     config = results.config_of(args, "out", "force", "keep", "fault", "variant", "pg_replication", "acks",
                                batch=500, brokers=3, min_insync_replicas=2, standby="one, streaming")
     plan = [{"fault": f, "variant": v, "replication": m, "acks": args.acks}

@@ -20,13 +20,20 @@ as it would for every variant in the lab), and FastStream may not create topics 
 default it creates a missing one with 1 partition). Poison goes through consume.process,
 as in every variant: parked on the DLQ with its reason.
 
+The same three run on FastStream's other Kafka broker, faststream.kafka (aiokafka), in
+consume_faststream_aio.py: build() takes the broker as a Backend, and what differs between
+the two (the broker class, the message's annotation, how the harness's client settings and
+rebalance callbacks reach the client, the record's accessors) is all in it.
+
 Assumptions: faststream[confluent] (requirements-frameworks.txt); one message at a time
 per subscriber, as FastStream handles them; psycopg 3, one connection, opened again after
 a lost server (as a reader's pool would).
 """
 import asyncio
+import dataclasses
 import logging
 import threading
+from collections.abc import Callable
 
 import psycopg
 from faststream.confluent import KafkaBroker, KafkaMessage
@@ -55,6 +62,26 @@ FRAMEWORK_LOG.setLevel(logging.WARNING)
 POLICIES = {"fs-default": None, "fs-ack": AckPolicy.ACK, "fs-inbox": AckPolicy.ACK}  # None: FastStream's own
 
 
+@dataclasses.dataclass(frozen=True)
+class Backend:
+    """One of FastStream's Kafka brokers, as build() declares a subscriber on it."""
+    name: str
+    broker: type  # its KafkaBroker
+    message: object  # its KafkaMessage annotation, by which FastStream hands the handler the message
+    record: Callable  # the raw message -> one with confluent-kafka's Message accessors, as consume.process reads
+    options: Callable  # (client settings, rebalance callbacks) -> (the broker's keyword arguments, the subscriber's)
+
+
+def confluent_options(settings: dict, callbacks: dict) -> tuple[dict, dict]:
+    """librdkafka takes the settings as they are, in the broker's config; FastStream merges it
+    last, so it must not name enable.auto.commit, which the ack policy sets. The callbacks
+    (on_assign, on_revoke, on_lost) are the subscriber's own keywords."""
+    return {"config": settings}, callbacks
+
+
+CONFLUENT = Backend("confluent", KafkaBroker, KafkaMessage, lambda raw: raw, confluent_options)
+
+
 def credit_without_inbox(conn: psycopg.Connection, event_id: str, event: dict, apply) -> bool:
     """fs-default's and fs-ack's handler body: the credit in a transaction, no inbox row."""
     with conn.transaction():
@@ -79,25 +106,26 @@ class Connection:
         return self.conn
 
 
-def build(variant: str, topic: str, group: str, apply, *, dsn: str = DSN, after_db_commit=None,
-          rebalance_callbacks: dict | None = None, overrides: dict | None = None, config: dict | None = None,
-          after_handled=None) -> KafkaBroker:
-    """The broker with its one subscriber, as a reader would declare it. `config`: librdkafka
-    settings of the variant's own, over the harness's; `after_handled(msg)`: the handler's last
-    step, after the crash point (consume_faststream_fixed.py's offset store)."""
+def build(variant: str, topic: str, group: str, apply, *, backend: Backend = CONFLUENT, dsn: str = DSN,
+          after_db_commit=None, rebalance_callbacks: dict | None = None, overrides: dict | None = None,
+          config: dict | None = None, after_handled=None):
+    """The broker with its one subscriber, as a reader would declare it. `variant`: one of
+    POLICIES' settings; `backend`: which of FastStream's brokers; `overrides`: the client
+    settings the harness chose (session and poll timeouts), in librdkafka's names; `config`:
+    settings of the variant's own, over them; `after_handled(msg)`: the handler's last step,
+    after the crash point (consume_faststream_fixed.py's offset store)."""
     ensure_topic(dead_letter_topic(topic))
-    # config: librdkafka settings the harness chose (session and poll timeouts); FastStream
-    # merges it last, so it must not name enable.auto.commit, which the ack policy sets.
-    broker = KafkaBroker(BROKERS, allow_auto_create_topics=False, logger=FRAMEWORK_LOG,
-                         config={**(overrides or {}), **(config or {})})
+    broker_options, subscriber_options = backend.options({**(overrides or {}), **(config or {})},
+                                                         rebalance_callbacks or {})
+    broker = backend.broker(BROKERS, allow_auto_create_topics=False, logger=FRAMEWORK_LOG, **broker_options)
     policy = POLICIES[variant]
     handle = handle_once if variant == "fs-inbox" else credit_without_inbox
     db, dead_letters = Connection(dsn), make_producer()
 
     @broker.subscriber(topic, group_id=group, auto_offset_reset="earliest", decoder=raw_body,
-                       **({"ack_policy": policy} if policy else {}), **(rebalance_callbacks or {}))
-    def handler(body: bytes, msg: KafkaMessage) -> None:  # a plain def: FastStream runs it in a thread
-        raw = msg.raw_message
+                       **({"ack_policy": policy} if policy else {}), **subscriber_options)
+    def handler(body: bytes, msg: backend.message) -> None:  # a plain def: FastStream runs it in a thread
+        raw = backend.record(msg.raw_message)
         try:
             outcome = process(db.get(), raw, dead_letters, handle, apply)
         except Exception as e:
@@ -126,10 +154,13 @@ def run(variant: str, topic: str, group: str, apply, *, stop: threading.Event, *
     asyncio.run(main())
 
 
-def run_worker(lab) -> None:
-    """The lab's entry point; `lab.apply` stalls where M2 asks and says its first effect."""
+def run_worker(lab, *, variant: str | None = None, **options) -> None:
+    """The lab's entry point; `lab.apply` stalls where M2 asks and says its first effect.
+    `variant`: the settings to run (POLICIES), by default the variant the lab named; `options`:
+    build()'s (another backend, a variant's own config and last step)."""
     from variants.common import partition_logging
 
-    run(lab.args.variant, lab.args.topic, lab.args.group, lab.apply, stop=lab.stop,
-        after_db_commit=lab.after_db_commit, rebalance_callbacks=partition_logging(), overrides=lab.overrides)
+    run(variant or lab.args.variant, lab.args.topic, lab.args.group, lab.apply, stop=lab.stop,
+        after_db_commit=lab.after_db_commit, rebalance_callbacks=partition_logging(), overrides=lab.overrides,
+        **options)
 

@@ -44,10 +44,6 @@ def store_handled(msg: KafkaMessage) -> None:
 
 
 def run_worker(lab) -> None:
-    """The lab's entry point: fs-inbox's subscriber (consume_faststream.run), with the fix: the
-    setting, and the store as the handler's last step, after its transaction and the crash point."""
-    from variants.common import partition_logging
-
-    consume_faststream.run("fs-inbox", lab.args.topic, lab.args.group, lab.apply, stop=lab.stop,
-                           after_db_commit=lab.after_db_commit, rebalance_callbacks=partition_logging(),
-                           overrides=lab.overrides, config=NO_STORE_ON_POLL, after_handled=store_handled)
+    """The lab's entry point: fs-inbox's subscriber (consume_faststream.run_worker), with the fix:
+    the setting, and the store as the handler's last step, after its transaction and the crash point."""
+    consume_faststream.run_worker(lab, variant="fs-inbox", config=NO_STORE_ON_POLL, after_handled=store_handled)

@@ -13,6 +13,7 @@ import uuid
 from lab import harness, netlab, stack
 from lab.faults import Fault
 from lab.faults.kafka_nodes import in_sync, leader_of, leaders, node_start, node_stop, prefer_leaders
+from lab.stack import cluster
 
 
 def isolate_leader(topic: str, isolate_s: float = 15.0) -> dict:
@@ -24,15 +25,15 @@ def isolate_leader(topic: str, isolate_s: float = 15.0) -> dict:
     from it (clients, the other brokers, the controllers) stops at the bridge, both ways,
     until the heal. Afterwards it moves back the same way (the bridge ends with this process)."""
     node = leader_of(topic)
-    nodes = stack.cluster_nodes()
+    nodes = cluster.cluster_nodes()
     port = nodes[node - 1][2]
     others = [q for n, _, p in nodes if n != node for q in (p, p + 1)]
     node_stop(node)
     ns = netlab.Namespace(f"kafka{node}-{uuid.uuid4().hex[:6]}", others, served=[port, port + 1])
     try:
-        stack.start_node(node, prefix=ns.prefix)
+        cluster.start_node(node, prefix=ns.prefix)
         stack.wait_for(lambda: stack.kafka_answers(brokers=f"localhost:{port}", expect=len(nodes)), 120,
-                       f"node {node} up inside its namespace", stack.node_home(node) / "kafka.log")
+                       f"node {node} up inside its namespace", cluster.node_home(node) / "kafka.log")
         harness.wait_until(lambda: in_sync(topic, node), 120, f"node {node} back in sync", interval_s=0.5)
         prefer_leaders(topic)
         harness.wait_until(lambda: node in leaders(topic).values(), 60, f"node {node} leading again")

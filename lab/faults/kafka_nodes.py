@@ -16,6 +16,7 @@ from confluent_kafka import KafkaException, TopicPartition
 
 from lab import stack
 from lab.faults import Fault
+from lab.stack import cluster
 
 
 def leaders(topic: str) -> dict[int, int]:
@@ -33,7 +34,7 @@ def leader_of(topic: str) -> int:
 
 
 def node_kill(node: int) -> None:
-    pid = stack.node_pid(node)
+    pid = cluster.node_pid(node)
     if pid is None:
         raise stack.StackError(f"Kafka node {node} is not running")
     os.kill(pid, signal.SIGKILL)
@@ -46,10 +47,10 @@ def node_kill(node: int) -> None:
 
 def node_start(node: int, deadline_s: float = 120.0) -> None:
     """Start a killed node again and wait until it answers and sees the whole cluster."""
-    stack.start_node(node)
-    _, host, port = stack.cluster_nodes()[node - 1]
-    stack.wait_for(lambda: stack.kafka_answers(brokers=f"{host}:{port}", expect=len(stack.cluster_nodes())),
-                   deadline_s, f"Kafka node {node} back", stack.node_home(node) / "kafka.log")
+    cluster.start_node(node)
+    _, host, port = cluster.cluster_nodes()[node - 1]
+    stack.wait_for(lambda: stack.kafka_answers(brokers=f"{host}:{port}", expect=len(cluster.cluster_nodes())),
+                   deadline_s, f"Kafka node {node} back", cluster.node_home(node) / "kafka.log")
 
 
 def leader_kill(topic: str, down_s: float = 10.0) -> dict:
@@ -64,7 +65,7 @@ def leader_kill(topic: str, down_s: float = 10.0) -> dict:
 def leader_pause(topic: str, pause_s: float = 15.0) -> dict:
     """SIGSTOP the leader for `pause_s`, then SIGCONT: a node that is alive but says nothing."""
     node = leader_of(topic)
-    pid = stack.node_pid(node)
+    pid = cluster.node_pid(node)
     os.kill(pid, signal.SIGSTOP)
     try:
         time.sleep(pause_s)
@@ -75,7 +76,7 @@ def leader_pause(topic: str, pause_s: float = 15.0) -> dict:
 
 def node_stop(node: int, deadline_s: float = 60.0) -> None:
     """SIGTERM: a controlled shutdown, which hands the node's leaderships over first."""
-    pid = stack.node_pid(node)
+    pid = cluster.node_pid(node)
     if pid is None:
         return
     os.kill(pid, signal.SIGTERM)
@@ -108,7 +109,7 @@ def prefer_leaders(topic: str) -> None:
 
 def controller_kill(down_s: float = 10.0) -> dict:
     """SIGKILL the active KRaft controller; start it again after `down_s`."""
-    node = stack.active_controller()
+    node = cluster.active_controller()
     if node is None:
         raise stack.StackError("no active controller found in the nodes' logs")
     node_kill(node)

@@ -4,7 +4,7 @@ first, so that under async replication the last commits exist on the primary alo
 
 Claim: the promoted node takes writes before it returns (its synchronous_standby_names cleared).
 
-Assumptions: the replicated lab, its standby streaming (stack.cluster_postgres_up).
+Assumptions: the replicated lab, its standby streaming (cluster.cluster_postgres_up).
 """
 import contextlib
 import os
@@ -14,6 +14,7 @@ from pathlib import Path
 
 from lab import stack
 from lab.faults import Fault
+from lab.stack import cluster
 
 
 def processes_of(pid: int) -> list[int]:
@@ -33,16 +34,16 @@ def pg_failover(stall_s: float = 0.0) -> dict:
     consumers go on committing: under async replication those commits exist on the
     primary alone when it dies. The promoted node gets synchronous_standby_names = '':
     it has no standby of its own, and under sync its commits would wait for one forever."""
-    primary = stack.pg_primary()
-    standby = next(n for n in stack.PG_NODES if n != primary)
+    primary = cluster.pg_primary()
+    standby = next(n for n in cluster.PG_NODES if n != primary)
     senders = []
     if stall_s:
-        with stack.pg_node_connect(primary) as conn:
+        with cluster.pg_node_connect(primary) as conn:
             senders = [row[0] for row in conn.execute("SELECT pid FROM pg_stat_replication")]
         for pid in senders:
             os.kill(pid, signal.SIGSTOP)
         time.sleep(stall_s)
-    postmaster = stack.pg_node_pid(primary)
+    postmaster = cluster.pg_node_pid(primary)
     doomed = processes_of(postmaster)
     for pid in doomed:  # all of them stop at the same instant; then none of them runs another line
         with contextlib.suppress(ProcessLookupError):
@@ -51,13 +52,13 @@ def pg_failover(stall_s: float = 0.0) -> dict:
     for pid in doomed:
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
-    promoted = stack.pg_node_ctl(standby, "promote", "-w", "-t", "60")
+    promoted = cluster.pg_node_ctl(standby, "promote", "-w", "-t", "60")
     if promoted.returncode != 0:
         raise stack.StackError(f"pg_ctl promote of {standby} failed: {promoted.stderr.strip()}")
-    with stack.pg_node_connect(standby) as conn:
+    with cluster.pg_node_connect(standby) as conn:
         conn.execute("ALTER SYSTEM SET synchronous_standby_names = ''")
         conn.execute("SELECT pg_reload_conf()")
-    stack.record_pg_primary(standby)
+    cluster.record_pg_primary(standby)
     return {"killed": primary, "promoted": standby, "stalled_senders": len(senders),
             "promoted_after_s": round(time.monotonic() - hit, 2)}
 
