@@ -26,11 +26,17 @@ interleaved, so v7 against text is side by side, and a size against 0 is not.
 Each run also records the WAL it wrote per message and how many inbox-index
 blocks were read from outside shared_buffers per message.
 
+A change's cost (--against REV): each variant also runs from REV's code (its worker from a git
+worktree of REV, lab/against.py), named VARIANT~TAG, interleaved with today's run by run; the
+summary's "against" pairs them by run: today's over REV's msgs/s, CPU per message by kind of
+process, WAL per credit (docs/throughput.md, "Today's code against another commit's").
+
 Assumptions: the stack is up and nothing else measures on it (a lock enforces it).
 
     python measure_throughput.py --variants a1,a2,b,c --runs 5 --events 100000
     python measure_throughput.py --variants c,d,p --inbox-rows 0,10000000,50000000 \
         --id-type text,uuid-v7 --events-of c=5000 --out results/throughput-inbox.json
+    python measure_throughput.py --against 1b663da --variants p,p@2 --runs 5
 """
 import contextlib
 import sys
@@ -38,7 +44,7 @@ import time
 
 import psycopg
 
-from lab import cli, cpu, harness, registry, results, stack
+from lab import against, cli, cpu, harness, registry, results, stack
 
 # Every consumer and ceiling the registry declares; p@N, db@N, ...: N connections at once, for
 # those that take --connections.
@@ -109,46 +115,63 @@ def label(variant: str, batch: int | None) -> str:
     return f"{variant}@{batch}" if batch is not None else variant
 
 
-def run_once(variant: str, run: int, config: dict, id_type: str = "seq", inbox_rows: int | None = None,
-             accounts: int | None = None) -> dict:
-    """One worker reads `config["events"]` credits; `variant` may be a sweep's d@N (N a batch),
-    k@N (N lanes) or p@N (N connections), and end in :N, N workers in one group (--consumers).
-    `inbox_rows` (not None): the run's inbox already remembers that many `id_type` IDs.
-    `accounts` (not None): the credits spread over that many accounts, not the lab's 100."""
-    name = variant
-    variant, _, consumers = name.partition(":")
-    consumers = int(consumers or 1)
+def worker_call(name: str, config: dict) -> dict:
+    """What a run's name asks of its workers, as today's registry reads it: the variant, how
+    many workers, the batch, lanes and connections (a sweep's d@N, k@N, p@N sets the first of
+    them the variant takes), its events, and the worker flags (a run of the old code,
+    NAME~TAG, gets the same ones)."""
+    variant, _, consumers = against.split(name)[0].partition(":")
     variant, _, swept = variant.partition("@")
     # NAME@N sweeps the first of connections, lanes and batch that the variant takes (p@2, k@16, d@50)
     reads = registry.get(variant).reads
     swept_flag = next((flag for flag in ("connections", "lanes", "batch") if flag in reads), None) if swept else None
-    batch = int(swept) if swept_flag == "batch" else config.get("batch", 500)
-    lanes = int(swept) if swept_flag == "lanes" else config.get("lanes", 16)
-    connections = int(swept) if swept_flag == "connections" else config.get("connections", 1)
-    events_count = config.get("events_of", {}).get(variant, config["events"])
+    call = {"variant": variant, "consumers": int(consumers or 1),
+            "batch": int(swept) if swept_flag == "batch" else config.get("batch", 500),
+            "lanes": int(swept) if swept_flag == "lanes" else config.get("lanes", 16),
+            "connections": int(swept) if swept_flag == "connections" else config.get("connections", 1),
+            "events": config.get("events_of", {}).get(variant, config["events"])}
+    args = harness.worker_args(variant, {"batch": call["batch"], "lanes": call["lanes"],
+                                         "connections": call["connections"], "work_ms": config.get("work_ms", 0),
+                                         "window": config.get("window")})
+    if variant in SELF_TIMED:
+        args += ("--expect", call["events"])
+    return {**call, "args": args}
+
+
+def run_once(variant: str, run: int, config: dict, id_type: str = "seq", inbox_rows: int | None = None,
+             accounts: int | None = None) -> dict:
+    """One worker reads `config["events"]` credits; `variant` may be a sweep's d@N (N a batch),
+    k@N (N lanes) or p@N (N connections), and end in :N, N workers in one group (--consumers),
+    and then in ~TAG: a run of the old code (--against), from its worktree, on its schema.sql.
+    `inbox_rows` (not None): the run's inbox already remembers that many `id_type` IDs.
+    `accounts` (not None): the credits spread over that many accounts, not the lab's 100."""
+    name = variant
+    call = worker_call(name, config)
+    variant, consumers, events_count, args = call["variant"], call["consumers"], call["events"], call["args"]
+    batch, lanes, connections = call["batch"], call["lanes"], call["connections"]
+    reads = registry.get(variant).reads
+    root = against.run_root(name, config)  # this checkout, or the old code's worktree
     if inbox_rows:  # before the clock starts: the first fill of a size takes minutes
         harness.fill_inbox(id_type, inbox_rows)
     started = time.monotonic()
-    args = harness.worker_args(variant, {"batch": batch, "lanes": lanes, "connections": connections,
-                                         "work_ms": config.get("work_ms", 0),
-                                         "window": config.get("window")})
-    if variant in SELF_TIMED:
-        args += ("--expect", events_count)
     # Generous: 20 msgs/s would be a tenth of the slowest variant seen here.
     deadline = max(120.0, events_count / 20)
     events = harness.make_events(events_count, prefix=f"r{run}", seed=run, id_type=id_type,
                                  accounts=accounts or harness.ACCOUNTS)
-    file_name = name.replace("@", "-").replace(":", "-x") + (f"-a{accounts}" if accounts else "")
+    file_name = (name.replace("@", "-").replace(":", "-x").replace(against.SEP, "-v")
+                 + (f"-a{accounts}" if accounts else ""))
     with contextlib.ExitStack() as stack:
         space = stack.enter_context(harness.run_space("m3", f"{file_name}-r{run}", config["partitions"],
-                                                      accounts=accounts or harness.ACCOUNTS))
+                                                      accounts=accounts or harness.ACCOUNTS, root=root))
         held = stack.enter_context(harness.kept_inbox(space, id_type)) if inbox_rows else 0
         settle_first = bool(config.get("consumers"))
         # the ceilings that build their credits in memory (they need --expect) read nothing from Kafka
         if "expect" not in registry.get(variant).needs and not settle_first:
             harness.produce_events(space.topic, events)
         counters = server_counters(space.admin)
-        workers = harness.start_workers(variant, space, f"throughput-{file_name}-r{run}", args, count=consumers)
+        workers = harness.start_workers(variant, space, f"throughput-{file_name}-r{run}", args, count=consumers,
+                                        root=root)
+        worker_cwd = against.cwd_of(workers[0].proc.pid)  # where it runs, seen by /proc: the evidence
         try:
             if settle_first:  # the group settled first: otherwise each late joiner's rebalance lands inside the timing
                 all_partitions = set(range(config["partitions"]))
@@ -197,6 +220,9 @@ def run_once(variant: str, run: int, config: dict, id_type: str = "seq", inbox_r
             record["lanes"] = lanes
         if "connections" in reads:
             record["connections"] = connections
+        if "against" in config:  # which code ran it: today's, or the old commit's worker from its worktree
+            record.update(against.provenance(name, config, worker_cwd,
+                                             {f: h for w in workers for f, h in w.loaded_there.items()}))
         if variant in SELF_TIMED:
             record.update({k: report.get(k) for k in ("msgs_per_s", "first_to_last_s", "gap_p50_ms", "gap_p99_ms",
                                                       "cpu_us_per_msg", "cpu_window_msgs", "consumer_peak_rss_mib")})
@@ -260,8 +286,10 @@ def sweep_ratios(names: list[str]) -> list[tuple[str, str]]:
     for name in names:
         base, accounts = split(name)
         tail = f", {accounts}" if accounts else ""
-        if ":" in base and not base.endswith(":1"):
-            pairs.append((name, base.partition(":")[0] + ":1" + tail))
+        today, tag = against.split(base)  # an old code's p:3~TAG goes with its own p:1~TAG
+        code = f"{against.SEP}{tag}" if tag else ""
+        if ":" in today and not today.endswith(":1"):
+            pairs.append((name, today.partition(":")[0] + ":1" + code + tail))
         if accounts and accounts != fewest:
             pairs.append((name, f"{base}, {fewest}"))
     return pairs
@@ -286,13 +314,54 @@ def summarise(runs: list[dict]) -> dict:
                       **cpu_summary([r for r in runs if case_name(r) == name])}
                for name in names}
     ratios = {}
-    for top, bottom in (*RATIOS, *sweep_ratios(names)):
+    tags = sorted({tag for r in runs if (tag := against.split(r["variant"])[1])})
+    old_ratios = [(f"{top}{against.SEP}{tag}", f"{bottom}{against.SEP}{tag}") for tag in tags for top, bottom in RATIOS]
+    for top, bottom in (*RATIOS, *old_ratios, *sweep_ratios(names)):
         # Paired within a run: both measured minutes apart under the same machine load.
         paired = [a["msgs_per_s"] / b["msgs_per_s"] for a in runs for b in runs
                   if case_name(a) == top and case_name(b) == bottom and a["run"] == b["run"]]
         if paired:
             ratios[f"{top}/{bottom}"] = {key: round(value, 3) for key, value in results.stats(paired).items()}
-    return {"variants": summary, "ratios": ratios}
+    paired_codes = against_ratios(runs)
+    return {"variants": summary, "ratios": ratios, **({"against": paired_codes} if paired_codes else {})}
+
+
+def new_over_old(new, old) -> float | None:
+    return round(new / old, 3) if new and old else None  # none where either is missing or 0
+
+
+def against_ratios(runs: list[dict]) -> dict:
+    """--against: for each case that has runs of both codes (p@2 and p@2~1b663da), today's over
+    the old code's, paired by run number (both measured minutes apart in one invocation): msgs/s,
+    CPU µs per message for each kind of process (and the total), and WAL bytes per credit; each
+    run's ratios, and their median, min and max."""
+    today = {(case_name(r), r["run"]): r for r in runs if against.split(r["variant"])[1] is None}
+    cases = {}
+    for old in runs:
+        base, tag = against.split(old["variant"])
+        new = today.get((case_name({**old, "variant": base}), old["run"])) if tag else None
+        if new is None:
+            continue
+        new_cpu, old_cpu = new.get("cpu_us_per_msg") or {}, old.get("cpu_us_per_msg") or {}
+        entry = cases.setdefault(case_name(new), {"old": case_name(old), "per_run": []})
+        entry["per_run"].append({"run": old["run"],
+                                 "msgs_per_s": new_over_old(new.get("msgs_per_s"), old.get("msgs_per_s")),
+                                 "cpu_us_per_msg": {kind: new_over_old(new_cpu[kind], old_cpu.get(kind))
+                                                    for kind in new_cpu},
+                                 "wal_bytes_per_msg": new_over_old(new.get("wal_bytes_per_msg"),
+                                                                   old.get("wal_bytes_per_msg"))})
+
+    def spread_of(values):
+        values = [v for v in values if v is not None]
+        return results.stats(values) if values else None
+
+    for entry in cases.values():
+        mine = sorted(entry["per_run"], key=lambda r: r["run"])
+        kinds = dict.fromkeys(kind for r in mine for kind in r["cpu_us_per_msg"])
+        entry.update(per_run=mine, runs=len(mine), msgs_per_s=spread_of(r["msgs_per_s"] for r in mine),
+                     cpu_us_per_msg={kind: spread_of(r["cpu_us_per_msg"].get(kind) for r in mine) for kind in kinds},
+                     wal_bytes_per_msg=spread_of(r["wal_bytes_per_msg"] for r in mine))
+    return cases
 
 
 def spread(stat, digits):
@@ -317,7 +386,26 @@ def table(summary: dict) -> str:
     return results.text_table(["variant", "runs", "msgs/s median (min-max)", "CPU µs/msg, all processes"],
                               [[variant, s["runs"], spread(s["msgs_per_s"], 1), cpu_cell(s)]
                                for variant, s in summary["variants"].items()]) + "".join(
-        f"\n{name} paired by run: median {spread(r, 3)}" for name, r in summary["ratios"].items())
+        f"\n{name} paired by run: median {spread(r, 3)}" for name, r in summary["ratios"].items()) + (
+        against_table(summary["against"]) if summary.get("against") else "")
+
+
+def against_table(cases: dict) -> str:
+    """--against's table: today's code over the old code's, paired by run, and beneath it the
+    CPU ratio of each kind of process (medians)."""
+    def cell(stat):
+        return spread(stat, 3) if stat else "-"
+
+    olds = sorted({against.split(e["old"].partition(", ")[0].partition("/")[0])[1] for e in cases.values()})
+    rows = [[name, e["runs"], cell(e["msgs_per_s"]), cell(e["cpu_us_per_msg"].get("total")),
+             cell(e["wal_bytes_per_msg"])] for name, e in cases.items()]
+    kinds = [f"  {name}: " + ", ".join(f"{kind} {stat['median']:.3f}" if stat else f"{kind} -"
+                                       for kind, stat in e["cpu_us_per_msg"].items() if kind != "total")
+             for name, e in cases.items() if e["cpu_us_per_msg"]]
+    return (f"\n\nToday's code / the old code's (~{', ~'.join(olds)}), paired by run: median (min-max)\n"
+            + results.text_table(["variant", "runs", "msgs/s new/old", "CPU µs/msg new/old", "WAL/credit new/old"],
+                                 rows)
+            + ("\nCPU µs/msg new/old by kind of process (medians):\n" + "\n".join(kinds) if kinds else ""))
 
 
 def verdict_line(r: dict) -> str:
@@ -350,7 +438,17 @@ def parse_args(argv=None):
                              f"the lab's {harness.ACCOUNTS}, where every batch of 500 shares most of its accounts)")
     parser.add_argument("--events-of", type=cli.per_name, default={}, metavar="VARIANT=N,...",
                         help="another --events for some variants (c is ~30x slower than d)")
+    parser.add_argument("--against", metavar="REV",
+                        help="run each variant twice a run, today's code and REV's (its worker from a git worktree, "
+                             "interleaved run by run), and report today's/REV's paired by run")
     args = parser.parse_args(argv)
+    if args.against is not None:
+        if args.inbox_rows is not None:
+            parser.error("--against takes no --inbox-rows (a kept inbox is made with today's schema.sql)")
+        try:
+            args.against_commit = against.resolve(args.against)
+        except ValueError as e:
+            parser.error(str(e))
     if args.inbox_rows is not None and (set(args.id_type) - set(harness.FILL_IDS)
                                         or args.sweep_batch or args.sweep_lanes or args.consumers):
         parser.error("--inbox-rows takes --id-type text and/or uuid-v7, and no sweep or --consumers")
@@ -407,6 +505,20 @@ def main(args) -> int:
     if args.accounts:
         config["accounts"] = args.accounts
         plan = [{**fields, "accounts": n} for fields in plan for n in args.accounts]
+    if args.against is not None:  # each case twice, today's and the old code's, side by side in every run
+        try:
+            old = against.old_code(args.against)
+        except (ValueError, RuntimeError) as e:
+            raise SystemExit(f"measure_throughput: {e}") from None
+        config["against"] = old.config()
+        config["order"] += "; each variant's runs of today's code and of the old one's side by side"
+        for name in names:
+            call = worker_call(name, config)
+            refusal = old.refusal(call["variant"], call["args"])
+            if refusal:
+                raise SystemExit(f"measure_throughput: {refusal}")
+        plan = [entry for fields in plan
+                for entry in (fields, {**fields, "variant": f"{fields['variant']}{against.SEP}{old.tag}"})]
     results.drive("measure_throughput", args.out, config, plan, run_once,
                   summarise, table, verdict_line, args.force, rotate=True, outer=outer,
                   committed=args.committed, post_lines=post_lines)

@@ -198,12 +198,25 @@ class Worker:
     its supervisor: a command that exits after it has applied something is started again."""
 
     def __init__(self, variant: str, topic: str, group: str, dsn: str, log_path: Path | None = None,
-                 args: tuple = (), prefix: tuple = ()):
+                 args: tuple = (), prefix: tuple = (), root: Path = ROOT):
         """`prefix` runs the worker through another command, e.g. `ip netns exec NS`
-        (which execs it, so the pid, and a kill, are the worker's own)."""
+        (which execs it, so the pid, and a kill, are the worker's own). `root`: the checkout
+        whose lab/worker.py runs, if not this one (a worktree of another commit, lab/against.py:
+        its lab, variants and consume.py, its variant's setup SQL; the same interpreter and
+        environment)."""
         declared = registry.get(variant)
-        registry.prepare(variant, dsn)  # what the variant's declaration asks of the schema
-        self.command, self.dsn = declared.command, dsn
+        self.command, self.dsn, self.root = declared.command, dsn, Path(root)
+        if self.command and self.root != ROOT:
+            raise ValueError(f"{variant} is a command: it has no worker of another commit to run")
+        if self.root == ROOT:
+            registry.prepare(variant, dsn)  # what the variant's declaration asks of the schema
+            environment = os.environ
+        else:
+            from lab import against  # only a run of another commit's code needs it
+
+            against.prepare(self.root, variant, dsn)  # as the other commit declares it
+            environment = against.worker_env(self.root)  # its folder first on the import path
+        self.loaded_there: dict[str, str] = {}  # files a worker of another root said it loaded
         if self.command:
             self.effects_query = declared.effects or "SELECT event_id FROM ledger"
             self.argv, self.env = [*prefix, "/bin/sh", "-c", self.command], command_env(topic, group, dsn,
@@ -211,7 +224,7 @@ class Worker:
         else:
             self.argv = [*prefix, registry.python_for(variant), "-m", "lab.worker", "--variant", variant, "--topic",
                          topic, "--group", group, *map(str, args)]
-            self.env = dict(os.environ, CONSUMER_DSN=dsn, PYTHONUNBUFFERED="1")
+            self.env = dict(environment, CONSUMER_DSN=dsn, PYTHONUNBUFFERED="1")
         self.first_effect = threading.Event()
         self.report: dict | None = None
         self.counts = collections.Counter()
@@ -229,7 +242,7 @@ class Worker:
     def _spawn(self) -> None:
         self.started = time.monotonic()
         self.proc = subprocess.Popen(self.argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                     stderr=subprocess.STDOUT, text=True, env=self.env, cwd=ROOT,
+                                     stderr=subprocess.STDOUT, text=True, env=self.env, cwd=self.root,
                                      start_new_session=bool(self.command))  # a command's children die with it
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
@@ -257,6 +270,10 @@ class Worker:
         for line in self.proc.stdout:
             if self._log:
                 self._log.write(line)
+            if self.root != ROOT and (found := provenance.LOADED.search(line)):
+                # another checkout's file: not this one's, whose hashes the run's record holds
+                self.loaded_there[found.group(1)] = found.group(2)
+                continue
             if provenance.heard(line):  # a file it loaded, for the run's record; nothing to count
                 continue
             with self._lock:
@@ -379,17 +396,17 @@ WORKER_FLAGS = (*registry.COMMON, "batch", "lanes", "connections", "every", "win
 
 
 def start_workers(variant: str, space: RunSpace, log_name: str, args: tuple, count: int = 1,
-                  prefixes=(), extra=()) -> list[Worker]:
+                  prefixes=(), extra=(), root: Path = ROOT) -> list[Worker]:
     """`count` workers of one variant in the run's group, each logging to LOG_NAME[-wN].log;
     `prefixes[i]`, if given, runs worker i through another command (a network namespace), and
-    `extra[i]` gives worker i flags of its own."""
+    `extra[i]` gives worker i flags of its own; `root`: another commit's worktree to run them from."""
     workers = []
     for i in range(count):
         log_path = log_dir() / (f"{log_name}-w{i + 1}.log" if count > 1 else f"{log_name}.log")
         log_path.unlink(missing_ok=True)
         workers.append(Worker(variant, space.topic, space.group, space.dsn, log_path,
                               (*args, *(extra[i] if i < len(extra) else ())),
-                              prefix=prefixes[i] if i < len(prefixes) else ()))
+                              prefix=prefixes[i] if i < len(prefixes) else (), root=root))
     return workers
 
 

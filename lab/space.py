@@ -71,14 +71,16 @@ GRANT SELECT, INSERT, UPDATE ON provider_charges, provider_keys TO inbox_provide
 """
 
 
-def create_schema(schema: str, accounts: int = ACCOUNTS) -> str:
+def create_schema(schema: str, accounts: int = ACCOUNTS, root=ROOT) -> str:
     """Create `schema` as the owner (ADMIN_DSN): schema.sql's tables, grants.sql's grants, the
-    lab's tables and `accounts` zero balances. Returns the consumer's DSN for it."""
+    lab's tables and `accounts` zero balances. Returns the consumer's DSN for it. `root`: the
+    checkout whose schema.sql and lab/grants.sql make it (another commit's worktree, for a run
+    of its code: lab/against.py); the lab's tables are this harness's."""
     with psycopg.connect(ADMIN_DSN, autocommit=True) as conn:
         conn.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(schema)))
     with psycopg.connect(scoped_dsn(schema, ADMIN_DSN), autocommit=True) as conn:
-        conn.execute((ROOT / "schema.sql").read_text())
-        conn.execute((ROOT / "lab" / "grants.sql").read_text())
+        conn.execute((root / "schema.sql").read_text())
+        conn.execute((root / "lab" / "grants.sql").read_text())
         conn.execute(provider.SCHEMA)
         conn.execute(LAB_TABLES)
         conn.execute("INSERT INTO accounts (id) SELECT generate_series(1, %s)", (accounts,))
@@ -137,12 +139,14 @@ class RunSpace:
 
 
 @contextlib.contextmanager
-def run_space(experiment: str, name: str, partitions: int, keep: bool = False, accounts: int = ACCOUNTS):
+def run_space(experiment: str, name: str, partitions: int, keep: bool = False, accounts: int = ACCOUNTS,
+              root=ROOT):
     """A fresh schema, topic and group for one run, with uuid suffixes, so that whatever a
-    hard kill leaves behind cannot meet a later run; dropped on the way out unless `keep`."""
+    hard kill leaves behind cannot meet a later run; dropped on the way out unless `keep`.
+    `root`: the checkout whose schema.sql makes its tables (create_schema)."""
     suffix = uuid.uuid4().hex[:8]
     schema = unique(f"{experiment}_{name}".replace("-", "_").replace(".", "_"))
-    space = RunSpace(schema, create_schema(schema, accounts), f"{experiment}.{name}.{suffix}",
+    space = RunSpace(schema, create_schema(schema, accounts, root), f"{experiment}.{name}.{suffix}",
                      f"{experiment}-{name}-{suffix}")
     try:
         create_topic(space.topic, partitions)

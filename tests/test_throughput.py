@@ -9,7 +9,7 @@ import pytest
 
 import consume
 import measure_throughput
-from lab import harness, results
+from lab import against, harness, results
 from measurements import measure_latency
 
 pytestmark = pytest.mark.xdist_group("shared")  # the measurement lock, the kept inboxes: one worker, in turn
@@ -214,3 +214,78 @@ def test_accounts_refuse_the_self_timed_ceilings_in_one_line(capsys):
     with pytest.raises(SystemExit):
         measure_throughput.parse_args(["--variants", "p,db@2", "--accounts", "100,10000"])
     assert "--accounts takes no --inbox-rows, and none of raw, db, db-d" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("services")
+def test_against_runs_each_variant_from_both_codes_and_pairs_them_by_run(tmp_path):
+    # HEAD against itself: the old code is this commit's, from its own worktree. No ratio is
+    # asserted to any value: only that both codes ran, where, and were paired.
+    commit = against.resolve("HEAD")
+    made_here = not (against.WORKTREES / commit[:12]).exists()
+    out = tmp_path / "against.json"
+    try:
+        measure_throughput.main(measure_throughput.parse_args(
+            ["--against", "HEAD", "--variants", "c", "--runs", "1", "--events", "2000", "--partitions", "2",
+             "--out", str(out)]))
+        doc = json.loads(out.read_text())
+    finally:
+        if made_here:
+            against.git("worktree", "remove", "--force", str(against.WORKTREES / commit[:12]))
+    assert doc["config"]["against"] == {"rev": "HEAD", "commit": commit}
+    runs = {r["variant"]: r for r in doc["runs"]}
+    old_name = f"c~{commit[:7]}"
+    assert set(runs) == {"c", old_name}
+    new, old = runs["c"], runs[old_name]
+    assert (new["code"], new["worker_cwd"]) == ("now", ".")
+    worktree = f".cache/against/{commit[:12]}"
+    assert (old["code"], old["worker_commit"], old["worker_root"], old["worker_cwd"]) == (
+        commit[:7], commit, worktree, worktree), "the old code's worker ran in its worktree"
+    assert "lab/worker.py" in old["worker_loaded"], "this commit's worker says what it loaded, kept apart"
+    assert all((r["duplicates"], r["lost"], r["balances_exact"]) == (0, 0, True) for r in (new, old))
+    paired = doc["summary"]["against"]["c"]
+    assert paired["old"] == old_name and paired["runs"] == 1 and [r["run"] for r in paired["per_run"]] == [1]
+    assert paired["msgs_per_s"]["median"] > 0 and paired["wal_bytes_per_msg"]["median"] > 0
+    assert set(paired["cpu_us_per_msg"]) >= {"consumer_python", "postgres_backends", "broker", "total"}
+
+
+def test_against_pairs_each_run_of_todays_code_with_the_old_codes_of_the_same_number():
+    def run(variant, n, rate, wal, python):
+        return {"variant": variant, "run": n, "msgs_per_s": rate, "wal_bytes_per_msg": wal,
+                "cpu_us_per_msg": {"consumer_python": python, "total": 2 * python}, "consumer_peak_rss_mib": 50.0}
+
+    runs = [run("p", 1, 100.0, 500, 10.0), run("p~abc1234", 1, 50.0, 500, 20.0),
+            run("p~abc1234", 2, 100.0, 250, 10.0), run("p", 2, 100.0, 500, 0.0)]
+    summary = measure_throughput.summarise(runs)
+    paired = summary["against"]["p"]
+    assert paired["old"] == "p~abc1234" and paired["runs"] == 2
+    assert [r["msgs_per_s"] for r in paired["per_run"]] == [2.0, 1.0]
+    assert paired["msgs_per_s"] == {"median": 1.5, "min": 1.0, "max": 2.0}
+    assert paired["wal_bytes_per_msg"] == {"median": 1.5, "min": 1.0, "max": 2.0}
+    # run 2's consumer read no CPU tick today: that run has no CPU ratio, run 1 alone does
+    assert paired["cpu_us_per_msg"]["consumer_python"] == {"median": 0.5, "min": 0.5, "max": 0.5}
+    assert "new/old" in measure_throughput.table(summary)
+
+
+def test_against_refuses_a_variant_or_flag_the_old_worker_lacks_in_one_line(tmp_path):
+    (tmp_path / "lab").mkdir()
+    (tmp_path / "lab" / "__init__.py").write_text("")
+    (tmp_path / "lab" / "worker.py").write_text(
+        "import argparse\n"
+        "parser = argparse.ArgumentParser()\n"
+        "parser.add_argument('--variant', required=True, choices=('c', 'p'))\n"
+        "parser.add_argument('--batch', type=int)\n"
+        "parser.parse_args()\n")
+    old = against.OldCode("old", "0" * 40, tmp_path)
+    assert old.refusal("p", ("--batch", 500)) is None
+    lacks_variant = old.refusal("d", ("--batch", 500))
+    assert lacks_variant == "--against old: its worker has no variant d (it has c, p)"
+    assert old.refusal("p", ("--batch", 500, "--connections", 2)) == (
+        "--against old: its worker takes no --connections, which p is run with today")
+
+
+def test_against_refuses_an_unknown_rev_in_one_line(capsys):
+    with pytest.raises(SystemExit):
+        measure_throughput.parse_args(["--against", "no-such-rev-anywhere", "--variants", "c"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--against no-such-rev-anywhere: no such commit" in err[0]
