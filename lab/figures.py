@@ -7,6 +7,9 @@ the values; `report --check` fails when one differs from what the results give, 
 names a figure FIGURES does not know. A sentence that states an outcome ("b duplicates, c does
 not") quotes its evidence as figures, so a re-measured file that says otherwise shows in the
 sentence itself. A figure whose results file is missing is left as it is.
+
+Most figures are one template over one file's runs (says): "{duplicates:,} duplicates in
+{faults} faults" adds each field up over the runs `where` picks; the odd ones are functions.
 """
 import statistics
 
@@ -20,6 +23,36 @@ def runs(name: str, **where) -> list[dict]:
 
 def tot(name: str, field: str, **where) -> int:
     return total(runs(name, **where), field)
+
+
+# fields a template may name beyond the runs' own: each run's share of it, added up over the runs
+DERIVED = {"runs": lambda r: 1, "exact": lambda r: bool(r["balances_exact"]),
+           "unknown_member": lambda r: r["commit_failed"].get("UNKNOWN_MEMBER_ID", 0)}
+
+
+class Totals(dict):
+    """A template's fields: c, the (first) file's config; any other name, that field added up over the runs."""
+    def __init__(self, names: tuple, where: dict):
+        super().__init__(c=need(names[0]).get("config", {}))
+        self.runs = [r for name in names for r in runs(name, **where)]
+
+    def __missing__(self, field: str):
+        return sum(DERIVED.get(field, lambda r: r[field])(r) for r in self.runs)
+
+
+def says(name, template: str, **where):
+    """A figure: `template` filled in from the runs of `name` (a file, or a tuple of them) that `where` picks."""
+    return lambda: template.format_map(Totals(name if isinstance(name, tuple) else (name,), where))
+
+
+def cat(*parts):
+    """A figure made of several, one after another."""
+    return lambda: "".join(part() for part in parts)
+
+
+DL = "{duplicates:,} duplicates, {lost:,} lost"
+MET = "{skipped:,} skipped, " + DL + " in {faults:,} faults"  # what a fault's runs came to
+EXACT = "exact in {exact} of {runs} runs"
 
 
 def summary(name: str, *path: str):
@@ -59,36 +92,9 @@ def growth_cpu(variant: str, id_type: str, rows: int) -> float:
     return statistics.median(r["cpu_us_per_msg"]["postgres_backends"] for r in mine)
 
 
-def zombie(variant: str, protocol: str = "classic", stall: str = "") -> list[dict]:
-    return runs(f"rebalance-{variant}-{protocol}{stall}.json")
-
-
-def z(variant: str, field: str, protocol: str = "classic", stall: str = "") -> int:
-    return total(zombie(variant, protocol, stall), field)
-
-
-def failed(variant: str, protocol: str = "classic", stall: str = "") -> int:
-    return sum(r["commit_failed"].get("UNKNOWN_MEMBER_ID", 0) for r in zombie(variant, protocol, stall))
-
-
-def dup_lost(name: str, **where) -> str:
-    return f"{tot(name, 'duplicates', **where):,} duplicates, {tot(name, 'lost', **where):,} lost"
-
-
-def met(name: str, **where) -> str:
-    """What a fault's runs came to: skipped, duplicates and lost, over the faults that landed."""
-    return (f"{tot(name, 'skipped', **where):,} skipped, {dup_lost(name, **where)} in {tot(name, 'faults', **where):,} "
-            "faults")
-
-
 def per_run(name: str, field: str, **where) -> str:
     stat = results.stats(r[field] for r in runs(name, **where))
     return f"{stat['min']:,}–{stat['max']:,} a run"
-
-
-def exact_of(name: str, **where) -> str:
-    mine = runs(name, **where)
-    return f"exact in {sum(bool(r['balances_exact']) for r in mine)} of {len(mine)} runs"
 
 
 def pairs(values: dict, fmt: str = "{:.2f}") -> str:
@@ -111,10 +117,6 @@ def cdp(name: str, field: str) -> int:
     return sum(tot(name, field, fault="offsets-expired", variant=v) for v in "cdp")
 
 
-def retention(variant: str, window: str, field: str) -> int:
-    return tot("retention.json", field, variant=variant, window=window)
-
-
 PIPELINED, CONNECTIONS = "throughput-pipelined.json", "throughput-connections.json"
 CONSUMERS, LEAN, BARE = "throughput-consumers.json", "throughput-lean.json", "throughput-bare.json"
 ACCOUNTS, CONSUMERS_ACCOUNTS = "throughput-accounts.json", "throughput-consumers-accounts.json"
@@ -122,52 +124,52 @@ LOAD = "retention-load.json"
 BATCHED_ACCOUNTS = ("d", "p", "p@2", "p-lean", "p-lean@2")
 SPREAD = [(ACCOUNTS, v) for v in BATCHED_ACCOUNTS] + [(CONSUMERS_ACCOUNTS, f"{v}:{n}") for v in "dp" for n in (1, 2, 3)]
 FM, OFFSETS, FORGOTTEN = "faults-more.json", "faults-more-offsets.json", "faults-more-offsets-forgotten.json"
-BESIDE = {"kill-frameworks.json": "under the kills", "rebalance-frameworks-classic.json": "the zombie"}
+RB, RC, RD = (f"rebalance-{v}-classic.json" for v in "bcd")
+RB_CONSUMER, (B20, C20) = "rebalance-b-consumer.json", (f"rebalance-{v}-consumer-stall20.json" for v in "bc")
+EOS, PUB, EXT, F, KF = "eos.json", "publish.json", "external.json", "faults.json", "kill-frameworks.json"
+BESIDE = {KF: "under the kills", "rebalance-frameworks-classic.json": "the zombie"}
+LP = "lost-commit-reply"
 
 FIGURES = {
     # the parameters README.md states in its prose
-    "kill.runs": lambda: need("kill.json")["config"]["runs"],
-    "kill.kills": lambda: need("kill.json")["config"]["kills"],
-    "m2.max-poll": lambda: need("rebalance-b-classic.json")["config"]["max_poll_interval_ms"],
-    "m2.slow-every": lambda: need("rebalance-b-classic.json")["config"]["slow_every"],
-    "m2.stall": lambda: f"{need('rebalance-b-classic.json')['config']['slow_seconds']:g}",
-    "m2.session": lambda: f"{need('rebalance-b-classic.json')['config']['session_timeout_ms'] / 1000:g}",
-    "m2.heartbeat": lambda: f"{need('rebalance-b-classic.json')['config']['session_timeout_ms'] / 3000:g}",
-    "m2.consumer.stall": lambda: f"{need('rebalance-b-consumer.json')['config']['slow_seconds']:g}",
-    "m2.stall20.stall": lambda: f"{need('rebalance-b-consumer-stall20.json')['config']['slow_seconds']:g}",
+    "kill.runs": says("kill.json", "{c[runs]}"),
+    "kill.kills": says("kill.json", "{c[kills]}"),
+    "m2.max-poll": says(RB, "{c[max_poll_interval_ms]}"),
+    "m2.slow-every": says(RB, "{c[slow_every]}"),
+    "m2.stall": says(RB, "{c[slow_seconds]:g}"),
+    "m2.session": lambda: f"{need(RB)['config']['session_timeout_ms'] / 1000:g}",
+    "m2.heartbeat": lambda: f"{need(RB)['config']['session_timeout_ms'] / 3000:g}",
+    "m2.consumer.stall": says(RB_CONSUMER, "{c[slow_seconds]:g}"),
+    "m2.stall20.stall": says(B20, "{c[slow_seconds]:g}"),
     "growth.millions": lambda: max(need("throughput-inbox.json")["config"]["inbox_rows"]) // 1_000_000,
     # M1, M6's reconnect, M2 and M4b in README.md; M1 in docs/caveats.md
-    "reconnect.dup-lost": lambda: dup_lost("faults-reconnect.json"),
+    "reconnect.dup-lost": says("faults-reconnect.json", DL),
     "reconnect.resume": lambda: "first credit {:.2f} s after a restart, c-reconnect's {:.2f} s (medians)".format(
         *(summary("faults-reconnect.json", f"pg-restart/{v}", "resume_s")["median"] for v in ("c", "c-reconnect"))),
-    "m2.classic": lambda: f"b {z('b', 'duplicates')} duplicates in {z('b', 'evictions')} evictions, c "
-                          f"{z('c', 'skipped')} skipped in {z('c', 'evictions')}",
-    "m2.unknown-member": lambda: f"{failed('b')} times in {z('b', 'evictions')} evictions",
-    "m2.handed": lambda: f"{z('b', 'moved_to_other')} to another member, {z('b', 'back_to_zombie')} back to the zombie",
-    "m2.d": lambda: f"{z('d', 'skipped'):,} skipped and {z('d', 'duplicates')} duplicates in {z('d', 'evictions')} "
-                    "evictions",
-    "m2.consumer.back": lambda: f"{z('b', 'back_to_zombie', 'consumer')} of {z('b', 'evictions', 'consumer')} "
-                                "evictions",
-    "m2.consumer.dup": lambda: f"{z('b', 'duplicates', 'consumer')} duplicates in {z('b', 'evictions', 'consumer')}",
+    "m2.classic": cat(says(RB, "b {duplicates} duplicates in {evictions} evictions, c "),
+                      says(RC, "{skipped} skipped in {evictions}")),
+    "m2.unknown-member": says(RB, "{unknown_member} times in {evictions} evictions"),
+    "m2.handed": says(RB, "{moved_to_other} to another member, {back_to_zombie} back to the zombie"),
+    "m2.d": says(RD, "{skipped:,} skipped and {duplicates} duplicates in {evictions} evictions"),
+    "m2.consumer.back": says(RB_CONSUMER, "{back_to_zombie} of {evictions} evictions"),
+    "m2.consumer.dup": says(RB_CONSUMER, "{duplicates} duplicates in {evictions}"),
     "m2.stall20.handover": lambda: "median handover {:.1f} s for b, {:.1f} s for c; the session timeout {:g} s".format(
-        *(statistics.median(h for r in zombie(v, "consumer", "-stall20") for h in r["handover_s"]) for v in "bc"),
-        need("rebalance-b-consumer-stall20.json")["config"]["session_timeout_ms"] / 1000),
-    "m2.stall20.fenced": lambda: "{} of {} commits failed; {} handed to another member, {} back".format(*(
-        sum(f(v, "consumer", "-stall20") for v in "bc") for f in (
-            failed, lambda *a: z(a[0], "evictions", *a[1:]), lambda *a: z(a[0], "moved_to_other", *a[1:]),
-            lambda *a: z(a[0], "back_to_zombie", *a[1:])))),
-    "m2.stall20.dup": lambda: f"b {z('b', 'duplicates', 'consumer', '-stall20')} duplicates in "
-                              f"{z('b', 'evictions', 'consumer', '-stall20')} evictions; c "
-                              f"{z('c', 'duplicates', 'consumer', '-stall20')} duplicates, "
-                              f"{z('c', 'skipped', 'consumer', '-stall20')} skipped",
-    "retention.equal": lambda: pairs({v: retention(v, "equal", "duplicates") for v in "cdp"}, "{:,}") + " duplicates",
+        *(statistics.median(h for r in runs(name) for h in r["handover_s"]) for name in (B20, C20)),
+        need(B20)["config"]["session_timeout_ms"] / 1000),
+    "m2.stall20.fenced": says((B20, C20), "{unknown_member} of {evictions} commits failed; {moved_to_other} handed to "
+                                          "another member, {back_to_zombie} back"),
+    "m2.stall20.dup": cat(says(B20, "b {duplicates} duplicates in {evictions} evictions; c "),
+                          says(C20, "{duplicates} duplicates, {skipped} skipped")),
+    "retention.equal": lambda: pairs({v: tot("retention.json", "duplicates", variant=v, window="equal")
+                                      for v in "cdp"}, "{:,}") + " duplicates",
     "retention.alarm": lambda: "{} of {} runs".format(*(lambda mine: (total(mine, "alarm"), len(mine)))(
         [r for r in runs("retention.json") if r["variant"] != "v7" and r["window"] != "longer"])),
-    "retention.v7": lambda: f"{retention('v7', 'equal', 'duplicates')} duplicates at the equal window; one day "
-                            f"shorter, {retention('v7', 'shorter', 'dead_lettered'):,} dead-lettered and "
-                            f"{retention('v7', 'shorter', 'duplicates')} duplicates",
+    "retention.v7": cat(says("retention.json", "{duplicates} duplicates at the equal window; one day shorter, ",
+                             variant="v7", window="equal"),
+                        says("retention.json", "{dead_lettered:,} dead-lettered and {duplicates} duplicates",
+                             variant="v7", window="shorter")),
     "throughput.d-over-c": lambda: f"{ratio('throughput.json', 'd/c'):.1f}×",
-    "kill.c": lambda: f"{dup_lost('kill.json', variant='c')} in {tot('kill.json', 'kills', variant='c')} kills",
+    "kill.c": says("kill.json", DL + " in {kills} kills", variant="c"),
     "kill.b-against-post": lambda: "{:g} duplicates a run, the post's {:g} (medians)".format(
         statistics.median(r["duplicates"] for r in runs("kill.json", variant="b")),
         need("post-figures.json")["kill"]["variants"]["b"]["duplicates"]["median"]),
@@ -179,98 +181,84 @@ FIGURES = {
                                 "c, d and o: {:,} duplicates, {:,} lost outside the Postgres faults".format(*(
         sum(r[f] for r in runs("cluster.json") if r["variant"] in "cdo" and not r["fault"].startswith("pg-"))
         for f in ("duplicates", "lost"))),
-    "cluster.acks1": lambda: f"{tot('cluster-acks1.json', 'acked_missing', acks='1')} missing",
-    "cluster.sync": lambda: f"{tot('cluster.json', 'lost', replication='sync')} lost",
+    "cluster.acks1": says("cluster-acks1.json", "{acked_missing} missing", acks="1"),
+    "cluster.sync": says("cluster.json", "{lost} lost", replication="sync"),
     "cluster.async": lambda: pairs({v: tot("cluster.json", "lost", fault="pg-failover-stalled", replication="async",
                                           variant=v) for v in "bcdo"}, "{:,}") + " lost",
     # M7 (docs/eos.md)
-    "eos.topic": lambda: "{} copies and {} missing; {:,} aborted copies under the kills".format(
-        tot("eos.json", "topic_copies"), tot("eos.json", "topic_missing"),
-        tot("eos.json", "aborted_copies", point="kill")),
-    "eos.e-f": lambda: f"e: {tot('eos.json', 'duplicates', variant='e', point='kill'):,} duplicates under the kills, "
-                       f"{tot('eos.json', 'duplicates', variant='e', point='pg-committed'):,} at the planted point; f: "
-                       f"{dup_lost('eos.json', variant='f')}, {exact_of('eos.json', variant='f')}",
-    "eos.e-aborted": lambda: "; ".join(f"{tot('eos.json', 'duplicates', variant='e', point=p):,} against "
-                                       f"{tot('eos.json', 'aborted_copies', variant='e', point=p):,}"
+    "eos.topic": cat(says(EOS, "{topic_copies} copies and {topic_missing} missing; "),
+                     says(EOS, "{aborted_copies:,} aborted copies under the kills", point="kill")),
+    "eos.e-f": cat(says(EOS, "e: {duplicates:,} duplicates under the kills, ", variant="e", point="kill"),
+                   says(EOS, "{duplicates:,} at the planted point; f: ", variant="e", point="pg-committed"),
+                   says(EOS, DL + ", " + EXACT, variant="f")),
+    "eos.e-aborted": lambda: "; ".join(says(EOS, "{duplicates:,} against {aborted_copies:,}", variant="e", point=p)()
                                        for p in ("kill", "pg-committed")),
-    "eos.kafka-committed": lambda: f"{dup_lost('eos.json', point='kafka-committed')}, "
-                                   + exact_of("eos.json", point="kafka-committed"),
-    "eos.sources": lambda: pairs({"relay": tot("publish.json", "log_copies", source="relay"),
-                                  "restart": tot("publish.json", "log_copies", source="restart"),
-                                  "retries without idempotence": tot("publish.json", "log_copies", source="retries",
+    "eos.kafka-committed": says(EOS, DL + ", " + EXACT, point="kafka-committed"),
+    "eos.sources": lambda: pairs({"relay": tot(PUB, "log_copies", source="relay"),
+                                  "restart": tot(PUB, "log_copies", source="restart"),
+                                  "retries without idempotence": tot(PUB, "log_copies", source="retries",
                                                                      idempotence="off"),
-                                  "with it": tot("publish.json", "log_copies", source="retries", idempotence="on")},
+                                  "with it": tot(PUB, "log_copies", source="retries", idempotence="on")},
                                  "{:,}") + " copies",
-    "eos.b-c-d": lambda: f"b {tot('publish.json', 'duplicates', variant='b'):,} duplicates for "
-                         f"{tot('publish.json', 'log_copies', variant='b'):,} copies; c and d "
-                         f"{sum(tot('publish.json', 'duplicates', variant=v) for v in 'cd')}",
-    "eos.idempotence-on": lambda: f"{tot('publish.json', 'log_copies', source='retries', idempotence='on')} copies",
-    "eos.idempotence-off": lambda: per_run("publish.json", "log_copies", source="retries", idempotence="off"),
-    "eos.versioned": lambda: f"{tot('publish.json', 'log_copies', variant='versioned'):,} copies, "
-                             f"{tot('publish.json', 'duplicates', variant='versioned')} duplicates, "
-                             f"{tot('publish.json', 'stale_accounts', variant='versioned')} accounts left behind",
-    "eos.offset-dedup": lambda: f"{tot('publish.json', 'duplicates', variant='offset-dedup'):,} duplicates for "
-                                f"{tot('publish.json', 'log_copies', variant='offset-dedup'):,} copies",
+    "eos.b-c-d": cat(says(PUB, "b {duplicates:,} duplicates for {log_copies:,} copies; c and d ", variant="b"),
+                     lambda: f"{sum(tot(PUB, 'duplicates', variant=v) for v in 'cd')}"),
+    "eos.idempotence-on": says(PUB, "{log_copies} copies", source="retries", idempotence="on"),
+    "eos.idempotence-off": lambda: per_run(PUB, "log_copies", source="retries", idempotence="off"),
+    "eos.versioned": says(PUB, "{log_copies:,} copies, {duplicates} duplicates, {stale_accounts} accounts left behind",
+                          variant="versioned"),
+    "eos.offset-dedup": says(PUB, "{duplicates:,} duplicates for {log_copies:,} copies", variant="offset-dedup"),
     # M5 (docs/external.md)
-    "external.retry.lost": lambda: f"{tot('external.json', 'lost', variant='retry')} lost",
-    "external.skip.dup": lambda: f"{tot('external.json', 'duplicates', variant='skip')} duplicates",
-    "external.retry.dup": lambda: f"{tot('external.json', 'duplicates', variant='retry')} duplicates, "
-                                  f"{tot('external.json', 'crashed_after_call', variant='retry')} planted crashes",
-    "external.skip.lost": lambda: f"{tot('external.json', 'crashed_before_call', variant='skip')} planted of "
-                                  f"{tot('external.json', 'lost', variant='skip')} lost",
-    "external.leases": lambda: f"{tot('external.json', 'lease_short')} run short, "
-                               f"{tot('external.json', 'lease_taken_over')} taken over",
+    "external.retry.lost": says(EXT, "{lost} lost", variant="retry"),
+    "external.skip.dup": says(EXT, "{duplicates} duplicates", variant="skip"),
+    "external.retry.dup": says(EXT, "{duplicates} duplicates, {crashed_after_call} planted crashes", variant="retry"),
+    "external.skip.lost": says(EXT, "{crashed_before_call} planted of {lost} lost", variant="skip"),
+    "external.leases": says(EXT, "{lease_short} run short, {lease_taken_over} taken over"),
     # M10 (docs/faults-more.md)
-    "fm.lost-reply.c": lambda: met(FM, fault="lost-commit-reply", variant="c"),
-    "fm.lost-reply.b": lambda: f"{tot(FM, 'duplicates', fault='lost-commit-reply', variant='b')} duplicates in "
-                               f"{tot(FM, 'faults', fault='lost-commit-reply', variant='b')} lost replies",
-    "fm.lost-reply.o": lambda: met(FM, fault="lost-commit-reply", variant="o"),
-    "fm.lost-reply.a2": lambda: f"{tot(FM, 'lost', fault='lost-commit-reply', variant='a2'):,}",
-    "fm.lost-reply.p": lambda: met(FM, fault="lost-commit-reply", variant="p"),
-    "fm.pause.c": lambda: met(FM, fault="pause-consumer", variant="c"),
+    "fm.lost-reply.c": says(FM, MET, fault=LP, variant="c"),
+    "fm.lost-reply.b": says(FM, "{duplicates} duplicates in {faults} lost replies", fault=LP, variant="b"),
+    "fm.lost-reply.o": says(FM, MET, fault=LP, variant="o"),
+    "fm.lost-reply.a2": says(FM, "{lost:,}", fault=LP, variant="a2"),
+    "fm.lost-reply.p": says(FM, MET, fault=LP, variant="p"),
+    "fm.pause.c": says(FM, MET, fault="pause-consumer", variant="c"),
     "fm.pause.b": lambda: per_run(FM, "duplicates", fault="pause-consumer", variant="b") + " duplicated",
-    "fm.pause.p": lambda: met(FM, fault="pause-consumer", variant="p"),
-    "fm.pause-postgres": lambda: f"c: {met(FM, fault='pause-postgres', variant='c')}; b: "
-                                 + dup_lost(FM, fault="pause-postgres", variant="b"),
+    "fm.pause.p": says(FM, MET, fault="pause-consumer", variant="p"),
+    "fm.pause-postgres": cat(says(FM, "c: " + MET + "; b: ", fault="pause-postgres", variant="c"),
+                             says(FM, DL, fault="pause-postgres", variant="b")),
     "fm.disk-full": lambda: pairs({v: tot(FM, "duplicates", fault="disk-full", variant=v) + tot(
         FM, "lost", fault="disk-full", variant=v) for v in "bcdop"}, "{:,}") + " duplicated or lost",
-    "fm.disk-full.a2": lambda: f"{tot(FM, 'lost', fault='disk-full', variant='a2'):,}",
+    "fm.disk-full.a2": says(FM, "{lost:,}", fault="disk-full", variant="a2"),
     "fm.offsets-expired": lambda: "c, d and p: remembering all, {:,} of {:,} skipped and {:,} duplicates; with {:,} "
                                   "IDs forgotten, {:,} applied again".format(
         *(cdp(OFFSETS, f) for f in ("skipped", "events", "duplicates")),
         sum(f["forgotten"] for v in "cdp" for r in runs(FORGOTTEN, variant=v) for f in r["fault_log"]),
         cdp(FORGOTTEN, "duplicates")),
-    "fm.offsets-expired.o": lambda: f"remembering all, {met(OFFSETS, fault='offsets-expired', variant='o')}; "
-                                    f"forgotten, {met(FORGOTTEN, fault='offsets-expired', variant='o')}",
-    "fm.sigterm": lambda: met(FM, fault="sigterm"),
-    "fm.topic-recreated": lambda: met(FM, fault="topic-recreated"),
+    "fm.offsets-expired.o": cat(says(OFFSETS, "remembering all, " + MET + "; ", fault="offsets-expired", variant="o"),
+                                says(FORGOTTEN, "forgotten, " + MET, fault="offsets-expired", variant="o")),
+    "fm.sigterm": says(FM, MET, fault="sigterm"),
+    "fm.topic-recreated": says(FM, MET, fault="topic-recreated"),
     # M6 (docs/faults.md)
-    "faults.c-d": lambda: "; ".join(f"{dup_lost('faults.json', variant=v)} for {v}" for v in "cd"),
-    "faults.b": lambda: pairs({f: tot("faults.json", "duplicates", fault=f, variant="b") for f in (
+    "faults.c-d": cat(says(F, DL + " for c; ", variant="c"), says(F, DL + " for d", variant="d")),
+    "faults.b": lambda: pairs({f: tot(F, "duplicates", fault=f, variant="b") for f in (
         "broker-restart", "partition-broker", "partition-db", "share-lock")}, "{:,}") + " duplicates",
-    "faults.b.pg-restart": lambda: f"{tot('faults.json', 'duplicates', fault='pg-restart', variant='b')} duplicates in "
-                                   f"{tot('faults.json', 'faults', fault='pg-restart', variant='b')} restarts",
-    "faults.c.share-lock": lambda: f"{tot('faults.json', 'skipped', fault='share-lock', variant='c'):,} skipped, "
-                                   f"{tot('faults.json', 'duplicates', fault='share-lock', variant='c')} duplicates",
+    "faults.b.pg-restart": says(F, "{duplicates} duplicates in {faults} restarts", fault="pg-restart", variant="b"),
+    "faults.c.share-lock": says(F, "{skipped:,} skipped, {duplicates} duplicates", fault="share-lock", variant="c"),
     # M9 (docs/frameworks.md, docs/results.md)
-    "fw.fs-default": lambda: per_run("kill-frameworks.json", "duplicates", variant="fs-default"),
-    "fw.fs-ack": lambda: per_run("kill-frameworks.json", "duplicates", variant="fs-ack"),
-    "fw.fs-inbox": lambda: dup_lost("kill-frameworks.json", variant="fs-inbox"),
-    "fw.fs-inbox.dup": lambda: f"{tot('kill-frameworks.json', 'duplicates', variant='fs-inbox')} duplicates",
-    "fw.async-commit": lambda: "; ".join(
-        f"{what}: past it in {tot('async-commit.json', 'past_the_message', variant=v)} of "
-        f"{tot('async-commit.json', 'trials', variant=v)} trials" for v, what in (
-            ("the-message", "the message"), ("stored-offsets", "the stored offsets"))),
-    "fw.qx-eos": lambda: f"{tot('kill-frameworks.json', 'duplicates', variant='qx-eos')} duplicates",
-    "fw.qx-balances": lambda: "; ".join(
-        f"{v}: balance total {tot('kill-frameworks.json', 'balance_total', variant=v)}, "
-        + exact_of("kill-frameworks.json", variant=v) for v in ("qx-eos", "qx-eos-keyed")),
-    "fw.keyed": lambda: "; ".join(f"{when}, {dup_lost(f, variant='qx-eos-keyed')}" for f, when in BESIDE.items()),
-    "fw.quix-exact": lambda: "; ".join(f"{when}, " + ", ".join(f"{v} {exact_of(f, variant=v)}" for v in (
+    "fw.fs-default": lambda: per_run(KF, "duplicates", variant="fs-default"),
+    "fw.fs-ack": lambda: per_run(KF, "duplicates", variant="fs-ack"),
+    "fw.fs-inbox": says(KF, DL, variant="fs-inbox"),
+    "fw.fs-inbox.dup": says(KF, "{duplicates} duplicates", variant="fs-inbox"),
+    "fw.async-commit": cat(*(says("async-commit.json", f"{what}: past it in {{past_the_message}} of {{trials}} trials"
+                                  + sep, variant=v) for v, what, sep in (
+        ("the-message", "the message", "; "), ("stored-offsets", "the stored offsets", "")))),
+    "fw.qx-eos": says(KF, "{duplicates} duplicates", variant="qx-eos"),
+    "fw.qx-balances": cat(*(says(KF, f"{v}: balance total {{balance_total}}, " + EXACT + sep, variant=v)
+                            for v, sep in (("qx-eos", "; "), ("qx-eos-keyed", "")))),
+    "fw.keyed": lambda: "; ".join(f"{when}, " + says(f, DL, variant="qx-eos-keyed")() for f, when in BESIDE.items()),
+    "fw.quix-exact": lambda: "; ".join(f"{when}, " + ", ".join(f"{v} " + says(f, EXACT, variant=v)() for v in (
         "qx-eos", "qx-eos-keyed")) for f, when in BESIDE.items()),
     # per-key lanes (docs/lanes.md)
     "lanes.c": lambda: f"{med('throughput-lanes.json', 'c'):,.1f}",
-    "lanes.kills": lambda: per_run("kill-k.json", "skipped") + " skipped, " + dup_lost("kill-k.json"),
+    "lanes.kills": cat(lambda: per_run("kill-k.json", "skipped"), says("kill-k.json", " skipped, " + DL)),
     "lanes.cpu": lambda: pairs({v: cpu("throughput-lanes.json", v) for v in ("c", "k@1", "k@4", "k@16")}, "{:,.1f}")
     + " µs",
     "lanes.per-lane": lambda: pairs({f"k@{n}": ratio("throughput-lanes.json", f"k@{n}/c") / n for n in (1, 4, 16, 64)}),

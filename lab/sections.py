@@ -59,18 +59,20 @@ CLUSTER_FILES = ("cluster.json", "cluster-acks1.json")
 REBALANCE_SETS = [(f"rebalance-{v}-{p}.json", p) for v in ("b", "c", "d", "k", "o", "p")
                   for p in ("classic", "consumer")] + [(f"rebalance-{v}-consumer-stall20.json", "consumer")
                                                        for v in ("b", "c")]
-LATENCY = ("Median (min–max) over runs of each run's figure.")
 DUP_LOST = ("Duplicates + lost", lambda e: e.t["duplicates"] + e.t["lost"])
 P_GOAL = 1.5  # what p was built for: half again d's rate, on this machine
 TARGET_CUT = 0.30  # issue #31: p's CPU per message at least 30% lower
 
 
+def rates_table(doc: dict) -> str:
+    return markdown_table(["Variant", "Runs", "msgs/s, median (min–max)"], [
+        [named(name), s["runs"], spread(s["msgs_per_s"], 1)] for name, s in doc["summary"]["variants"].items()])
+
+
 def throughput_tables(doc: dict) -> str:
     """A measure_throughput invocation: msgs/s per variant, then its paired ratios."""
-    return (markdown_table(["Variant", "Runs", "msgs/s, median (min–max)"], [
-        [named(name), s["runs"], spread(s["msgs_per_s"], 1)] for name, s in doc["summary"]["variants"].items()])
-        + "\n\n" + markdown_table(["Ratio", "Median of per-run ratios (min–max)"],
-                                  [[name, spread(r, 3)] for name, r in doc["summary"]["ratios"].items()]))
+    return rates_table(doc) + "\n\n" + markdown_table(["Ratio", "Median of per-run ratios (min–max)"], [
+        [name, spread(r, 3)] for name, r in doc["summary"]["ratios"].items()])
 
 
 def sizing_section() -> str:
@@ -198,18 +200,9 @@ def offsets_section() -> str:
     return text
 
 
-def parallel_section() -> str:
-    """k's lanes against c, the share per lane, and k under M1's kills and M2's zombie."""
-    lanes = need("throughput-lanes.json", "python measure_throughput.py --sweep-lanes 1,4,16,64 --work-ms 10")
-    stats, ratios, c = lanes["summary"]["variants"], lanes["summary"]["ratios"], lanes["config"]
-    rows = [[name, s["runs"], spread(s["msgs_per_s"], 1),
-             "1" if name == "c" else spread(ratios[f"{name}/c"], 2) if f"{name}/c" in ratios else "–",
-             sum(r.get("order_violations") or 0 for r in runs_of(lanes, variant=name)),
-             sum(r["duplicates"] + r["lost"] for r in runs_of(lanes, variant=name))] for name, s in stats.items()]
-    text = (cpu_table(lanes) + markdown_table(["Variant (k@N: N lanes)", "Runs", "msgs/s, median (min–max)",
-                                               "× c, median of per-run ratios", "Order violations",
-                                               "Duplicates + lost"], rows)
-            + "\n\n" + say("parallel", c=c, prov=provenance(lanes)) + "\n")
+def parallel_after(doc: dict) -> str:
+    """The share per lane, then k under M1's kills and M2's zombie."""
+    stats, ratios, text = doc["summary"]["variants"], doc["summary"]["ratios"], ""
     if per_lane := sorted((int(n.split("@")[1]), ratios[f"{n}/c"]["median"]) for n in stats
                           if n.startswith("k@") and f"{n}/c" in ratios):
         text += ("\nPer lane, the rate as a share of c's (× c ÷ lanes; 1 would be each lane as fast as c): "
@@ -235,30 +228,20 @@ def parallel_section() -> str:
     return text
 
 
-def pipelined_section() -> str:
-    """p beside d and the ceilings in one invocation; then p on two connections against the
-    two-connection ceiling, in another; then whether p met its goal."""
-    doc = need("throughput-pipelined.json", "python measure_throughput.py --variants raw,db-d,db,d,p --runs 5 "
-                                             "--out results/throughput-pipelined.json")
-    c, two = doc["config"], load("throughput-connections.json")
-    text = (cpu_table(doc) + throughput_tables(doc)
-            + "\n\n" + say("pipelined", c=c, prov=provenance(doc)) + "\n")
-    if two:
-        text += ("\nTwo statements at once (p@2: the worker's `--connections 2`; db@2: the ceiling, two connections "
-                 "taking the batches in turn):\n\n" + cpu_table(two) + throughput_tables(two) + "\n\n"
-                 + say("pipelined.two", c=two["config"], prov=provenance(two)) + "\n")
+def p_goal(doc: dict) -> str:
+    """Whether p met its goal, on one connection and (in the other invocation) on two."""
     if (alone := doc["summary"]["ratios"].get("p/d")) is None:
-        return text + "\n\n"
+        return "\n\n"
     said = (f"p on one connection makes {alone['median']:.2f}× d's rate in the first invocation (median; "
             f"{alone['min']:.2f}–{alone['max']:.2f}): "
             f"{'at or past' if alone['median'] >= P_GOAL else 'short of'} the "
             f"{P_GOAL:g}× p was built for.")
-    if both := (two or {}).get("summary", {}).get("ratios", {}).get("p@2/d"):
+    if both := ((two := load("throughput-connections.json")) or {}).get("summary", {}).get("ratios", {}).get("p@2/d"):
         d_of = {r["run"]: r["msgs_per_s"] for r in runs_of(two, variant="d")}
         paired = [r["msgs_per_s"] / d_of[r["run"]] for r in runs_of(two, variant="p@2") if r["run"] in d_of]
         said += (f" On two connections (p@2) it makes {both['median']:.2f}× ({both['min']:.2f}–{both['max']:.2f}), "
                  f"past {P_GOAL:g}× in {sum(x >= P_GOAL for x in paired)} of {len(paired)} runs.")
-    return text + "\n" + said + "\n"
+    return "\n" + said + "\n"
 
 
 def frameworks_section() -> str:
@@ -280,18 +263,6 @@ def frameworks_section() -> str:
     return (markdown_table(["Variant", "M1 runs", "Kills", "Duplicates per run", "Lost per run", "Exact balances",
                             "M2 runs", "Evictions", "Duplicates", "Lost"], rows)
             + "\n\n" + say("frameworks", c=kill["config"], sources="; ".join(sources)) + "\n")
-
-
-def async_commit_section() -> str:
-    """Indented: the page shows it inside a list item."""
-    doc = need("async-commit.json", "python -m measurements.measure_async_commit")
-    rows = [[{"stored-offsets": "`commit(asynchronous=True)`, FastStream's",
-              "the-message": "`commit(message=msg, asynchronous=True)`"}[v], s["runs"], s["totals"]["trials"],
-             s["totals"]["past_the_message"]] for v, s in doc["summary"].items()]
-    table = markdown_table(["The commit, then the next poll at once", "Runs", "Trials",
-                            "Committed past the message in hand"], rows)
-    return "\n".join("  " * bool(line) + line for line in f"{table}\n\n{say('async-commit', prov=provenance(doc))}"
-                      .splitlines()) + "\n"
 
 
 def contention_section() -> str:
@@ -333,11 +304,9 @@ def contention_section() -> str:
     return "\n".join(parts)
 
 
-def lean_section() -> str:
+def lean_lines(doc: dict) -> str:
     """#31: p's CPU per message cut step by step, each step beside the one before in one invocation."""
-    doc = need("throughput-lean.json", "python measure_throughput.py --variants p,p-lean-py,p-lean-sql,p-lean,p@2,"
-                                       "p-lean@2 --runs 5 --events 200000 --out results/throughput-lean.json")
-    c, stats, ratios = doc["config"], doc["summary"]["variants"], doc["summary"]["ratios"]
+    stats, ratios = doc["summary"]["variants"], doc["summary"]["ratios"]
     by_run = {(r["variant"], r["run"]): r["cpu_us_per_msg"]["total"] for r in doc["runs"] if r.get("cpu_us_per_msg")}
     lines = []
     for lean, base in (("p-lean", "p"), ("p-lean@2", "p@2")):
@@ -350,8 +319,7 @@ def lean_section() -> str:
                 (cut["median"] >= TARGET_CUT, 1 - after / before >= TARGET_CUT)]
             lines.append(say("lean.step", lean=lean, base=base, before=before, after=after, medians=1 - after / before,
                              cut=cut, target=TARGET_CUT, verdict=verdict, ratio=ratio))
-    return (cpu_table(doc) + "\n".join(lines) + "\n\n" + throughput_tables(doc)
-            + "\n\n" + say("lean", c=c, batch=c.get("batch", 500), prov=provenance(doc)) + "\n")
+    return "\n".join(lines) + "\n\n" + throughput_tables(doc)
 
 
 BARE_COMMAND = ("python measure_throughput.py --variants p,p-bare --runs 5 --events 100000 "
@@ -367,8 +335,7 @@ def bare_lines(doc: dict) -> str:
     if cpu and all("cpu_us_per_msg" in stats.get(v, {}) for v in ("p", "p-bare")):
         p, bare = (stats[v]["cpu_us_per_msg"]["total"]["median"] for v in ("p", "p-bare"))
         lines.append(say("bare.cpu", p=p, bare=bare, spread=spread(cpu, 3), share=1 - 1 / cpu["median"]))
-    return markdown_table(["Variant", "Runs", "msgs/s, median (min–max)"], [
-        [named(name), s["runs"], spread(s["msgs_per_s"], 1)] for name, s in stats.items()]) + "\n\n" + "\n".join(lines)
+    return rates_table(doc) + "\n\n" + "\n".join(lines)
 
 
 RECONNECT = ("python -m measurements.measure_faults --fault pg-restart --variant c,c-reconnect --runs 5 "
@@ -473,7 +440,14 @@ SECTIONS = {
         tot("Lost", "lost"), tot("Transactions retried", "retried"), tot("Consumers died", "died"),
         ("Skipped duplicates", lambda e: f"{e.t['skipped']:,}"), EXACT],
         footer=FOOTERS["race"]),
-    "parallel": parallel_section,
+    "parallel": Table("throughput-lanes.json", cpu=True, rows=summary("variants"), after=parallel_after, command=(
+        "python measure_throughput.py --sweep-lanes 1,4,16,64 --work-ms 10"), columns=[
+        ("Variant (k@N: N lanes)", lambda e: e.key), RUNS, RATE, ("× c, median of per-run ratios", lambda e: "1" if (
+            e.key == "c") else spread(e.doc["summary"]["ratios"][f"{e.key}/c"], 2) if f"{e.key}/c" in e.doc[
+                "summary"]["ratios"] else "–"),
+        ("Order violations", lambda e: sum(r.get("order_violations") or 0 for r in e.runs)),
+        ("Duplicates + lost", lambda e: sum(r["duplicates"] + r["lost"] for r in e.runs))],
+        footer=FOOTERS["parallel"]),
     "eos": Table("eos.json", command="python -m measurements.measure_eos --variant all --runs 5 --kills 20 --events "
                                      "10000", text_columns=2,
                  rows=summary(match=lambda r, key: f"{r['variant']} {r['point']}" == key), columns=[
@@ -495,7 +469,12 @@ SECTIONS = {
         footer=FOOTERS["publish"]),
     "cluster": cluster_section,
     "offsets": offsets_section,
-    "pipelined": pipelined_section,
+    "pipelined": Table("throughput-pipelined.json", None, cpu=True, body=throughput_tables, command=(
+        "python measure_throughput.py --variants raw,db-d,db,d,p --runs 5 --out results/throughput-pipelined.json"),
+        after=lambda doc: Table("throughput-connections.json", None, cpu=True, body=throughput_tables, optional=True,
+                                before="\nTwo statements at once (p@2: the worker's `--connections 2`; db@2: the "
+                                "ceiling, two connections taking the batches in turn):\n\n",
+                                footer=FOOTERS["pipelined.two"])() + p_goal(doc), footer=FOOTERS["pipelined"]),
     "latency": Table("latency.json", command="python -m measurements.measure_latency --variants c,d,p --rates "
                                              "200,500,5000 --runs 5", text_columns=2, columns=[
         ("Variant", of_variant), ("Offered", lambda e: e.key.partition("@")[2]), RUNS, *sent(), *LATENCY_COLUMNS],
@@ -532,13 +511,21 @@ SECTIONS = {
         ("Alarm before the replay", lambda e: f"{e.t['alarm']} of {e.s['runs']}")],
         footer=FOOTERS["retention"]),
     "faults-more": faults_more_section,
-    "async-commit": async_commit_section,
+    "async-commit": Table("async-commit.json", command="python -m measurements.measure_async_commit", indent=True,
+                          footer=FOOTERS["async-commit"], columns=[
+        ("The commit, then the next poll at once", lambda e: {
+            "stored-offsets": "`commit(asynchronous=True)`, FastStream's",
+            "the-message": "`commit(message=msg, asynchronous=True)`"}[e.key]), RUNS, tot("Trials", "trials"),
+        tot("Committed past the message in hand", "past_the_message")]),
     "frameworks-throughput": Table("throughput-frameworks.json", None, cpu=True, body=throughput_tables, extra=lambda
                                    doc: {"sizes": ", ".join(f"{v} {n:,}" for v, n in doc["config"].get(
                                        "events_of", {}).items())}, command="python measure_throughput.py --variants "
                                    "c,d,p,fs-ack,fs-inbox,qx-eos-keyed --out results/throughput-frameworks.json",
         footer=FOOTERS["frameworks-throughput"]),
-    "lean": lean_section,
+    "lean": Table("throughput-lean.json", None, cpu=True, body=lean_lines, extra=lambda doc: {
+        "batch": doc["config"].get("batch", 500)}, command="python measure_throughput.py --variants p,p-lean-py,"
+        "p-lean-sql,p-lean,p@2,p-lean@2 --runs 5 --events 200000 --out results/throughput-lean.json",
+        footer=FOOTERS["lean"]),
     "contention": contention_section,
     "saturation": Table("latency-saturation.json", rows=summary(match=at_load), text_columns=2,
                         extra=saturation_extra, command="python -m measurements.measure_latency --variants c,d,p "

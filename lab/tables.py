@@ -296,11 +296,17 @@ class Table:
     after: Callable = lambda doc: ""  # more text, after the footer
     also: tuple = ()  # other results files it cannot do without
     body: Callable | None = None
+    before: str = ""  # text before it all
+    optional: bool = False  # "" when its file is missing (a part of another section)
+    indent: bool = False  # every line indented by two spaces (the page shows it inside a list item)
 
     def __call__(self) -> str:
+        if self.optional and load(self.file) is None:
+            return ""
         doc, _ = need(self.file, self.command), [need(name) for name in self.also]
         table = self.body(doc) if self.body else markdown_table(
             [h for h, _ in self.columns], [[cell(e) for _, cell in self.columns] for e in self.rows(doc)],
             self.text_columns)
         footer = self.footer.format(c=doc.get("config", {}), doc=doc, prov=provenance(doc), **self.extra(doc))
-        return (cpu_table(doc) if self.cpu else "") + table + "\n\n" + footer + "\n" + self.after(doc)
+        text = self.before + (cpu_table(doc) if self.cpu else "") + table + "\n\n" + footer + "\n" + self.after(doc)
+        return "".join("  " * bool(line.strip()) + line for line in text.splitlines(True)) if self.indent else text

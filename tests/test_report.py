@@ -123,7 +123,7 @@ def page(tmp_path, monkeypatch):
 
 
 def test_a_stale_figure_fails_the_check_and_the_report_writes_it_afresh(page):
-    runs = figures.FIGURES["kill.runs"]()
+    runs = int(figures.FIGURES["kill.runs"]())
     page.write_text(f"of <!-- fig:kill.runs -->{runs + 1}<!-- /fig --> runs")
     assert report.main(["--check"]) == 1
     assert report.main([]) == 0
