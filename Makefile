@@ -100,7 +100,6 @@ measure: up
 	$(PY) measure_throughput.py $(FORCE) --variants raw,db-d,db,d,p --runs 5 --events 100000 --out results/throughput-pipelined.json
 	$(PY) measure_throughput.py $(FORCE) --variants d,p,p@2,db,db@2 --runs 5 --events 100000 --out results/throughput-connections.json
 	$(PY) -m measurements.profile_p --out results/profile-p.txt
-	$(PY) -m measurements.profile_p --lean --out results/profile-p-lean.txt
 	$(PY) measure_kill.py $(FORCE) --variant p --runs 5 --kills 20 --events 10000 --out results/kill-p.json
 	$(PY) measure_kill.py $(FORCE) --variant p --connections 2 --runs 5 --kills 20 --events 10000 --out results/kill-p-connections2.json
 	$(PY) measure_rebalance.py $(FORCE) --variant p --runs 5 --out results/rebalance-p-classic.json
@@ -126,10 +125,10 @@ measure: up
 	$(PY) measure_throughput.py $(FORCE) --variants c,d,p,fs-ack,fs-inbox,qx-eos-keyed --runs 5 --events 20000 \
 	  --events-of d=100000,p=100000,qx-eos-keyed=100000 --out results/throughput-frameworks.json
 	$(PY) -m measurements.measure_async_commit $(FORCE) --runs 5
-	$(PY) measure_throughput.py $(FORCE) --variants p,p-lean-py,p-lean-sql,p-lean,p@2,p-lean@2 --runs 5 --events 200000 \
-	  --out results/throughput-lean.json
+	$(PY) measure_throughput.py $(FORCE) --against 1b663da --variants p,p@2,d,db,db@2 --runs 5 --events 100000 \
+	  --out results/throughput-against.json
 	$(PY) measure_throughput.py $(FORCE) --variants p,p-bare --runs 5 --events 100000 --out results/throughput-bare.json
-	$(PY) measure_throughput.py $(FORCE) --variants d,p,p@2,p-lean,p-lean@2 --accounts 100,10000 --runs 5 --events 100000 \
+	$(PY) measure_throughput.py $(FORCE) --variants d,p,p@2 --accounts 100,10000 --runs 5 --events 100000 \
 	  --out results/throughput-accounts.json
 	$(PY) measure_throughput.py $(FORCE) --variants c,d,p --consumers 1,2,3 --accounts 100,10000 --events-of c=20000 \
 	  --runs 5 --events 100000 --out results/throughput-consumers-accounts.json

@@ -60,8 +60,7 @@ def base_of(name: str) -> str:
 CONSUMER_ROLE = "inbox_consumer"  # its backends are the ones serving the worker (lab/roles.sql)
 # top/bottom pairs reported; a pair is skipped when either side was not run.
 RATIOS = (("c", "b"), ("b", "a1"), ("c", "a1"), ("a2", "a1"), ("d", "c"), ("d", "raw"), ("c", "raw"),
-          ("o", "c"), ("p-lean-py", "p"), ("p-lean-sql", "p-lean-py"), ("p-lean", "p-lean-sql"), ("p-lean", "p"),
-          ("p-lean@2", "p@2"),
+          ("o", "c"),
           *((p, bottom) for p in ("p", "p@1", "p@2", "p@3") for bottom in ("d", "db", "raw")),
           *((f"p@{n}", f"db@{n}") for n in (1, 2, 3)), ("db@2", "db@1"), ("p@2", "p@1"),
           ("d", "db-d"), ("db", "db-d"),

@@ -12,7 +12,6 @@ Assumptions: the stack is up, nothing else runs on it; Linux (/proc); a scratch 
 and topic are made and dropped.
 
     python -m measurements.profile_p --events 100000 --batch 500 --out results/profile-p.txt
-    python -m measurements.profile_p --lean --events 100000 --batch 500 --out results/profile-p-lean.txt
 """
 import os
 import sys
@@ -25,7 +24,7 @@ import psycopg
 
 from lab import cli, harness, results, stack
 from lab.settings import ADMIN_DSN
-from variants import consume_lean, consume_pipelined
+from variants import consume_pipelined
 
 TICKS = os.sysconf("SC_CLK_TCK")
 
@@ -57,10 +56,6 @@ def main(args) -> int:
 
     consume_pipelined.Pipeline.__init__ = remember
     statement, run = consume_pipelined.CLAIM_AND_CREDIT, consume_pipelined.run_pipelined
-    if args.lean:  # p-lean: its swaps, on a ledger without its foreign key
-        statement, run = consume_lean.CLAIM_AND_CREDIT, consume_lean.run_lean
-        with psycopg.connect(owner, autocommit=True) as conn:
-            conn.execute(consume_lean.LEDGER_WITHOUT_FOREIGN_KEY)
     try:
         harness.produce_events(topic, harness.make_events(args.events, "p"))
         stop = threading.Event()
@@ -96,7 +91,7 @@ def main(args) -> int:
         harness.drop_schema(schema)
         harness.delete_topics(topic, topic + ".dlq")
     lines = [f"# python -m measurements.profile_p --events {args.events} --batch {args.batch}"
-             f"{' --lean' if args.lean else ''}: "
+             ": "
              f"{args.events - rows:,} credits "
              f"timed in {wall:.2f} s wall, {rate:,.0f} a second", "",
              "CPU seconds while they ran, and as a share of the wall (on 2 cores the total can reach 200%):"]
@@ -117,7 +112,6 @@ def parse_args(argv=None):
     parser = cli.Parser(description="Where the pipelined inbox's time goes (variant p).")
     parser.add_argument("--events", type=int, default=100000)
     parser.add_argument("--batch", type=int, default=500)
-    parser.add_argument("--lean", action="store_true", help="profile p-lean (variants/consume_lean.py) instead")
     parser.add_argument("--out", help="also write the profile here, e.g. results/profile-p.txt")
     args = parser.parse_args(argv)
     cli.at_least(parser, args, 1, "events", "batch")

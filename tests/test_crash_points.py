@@ -10,7 +10,7 @@ from lab import harness, worker
 EVENTS, CRASH_AFTER = 60, "cp-20"
 # A short session: the successor gets the dead worker's partitions seconds after the crash.
 SESSION = ("--session-timeout-ms", 2000, "--heartbeat-interval-ms", 500)
-OPTIONS = {"d": ("--batch", 10), "p": ("--batch", 10), "p-lean": ("--batch", 10), "k": ("--lanes", 4)}
+OPTIONS = {"d": ("--batch", 10), "p": ("--batch", 10), "k": ("--lanes", 4)}
 
 
 def crash_then_recover(variant, topic, group, dsn, admin, tmp_path) -> dict:
@@ -31,7 +31,7 @@ def crash_then_recover(variant, topic, group, dsn, admin, tmp_path) -> dict:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("variant", ["c", "d", "p", "p-lean", "k", "o", "offset-dedup"])
+@pytest.mark.parametrize("variant", ["c", "d", "p", "k", "o", "offset-dedup"])
 def test_a_crash_between_the_commits_applies_each_event_once(variant, topic, group, dsn, schema, tmp_path):
     verdict = crash_then_recover(variant, topic, group, dsn, harness.scoped_dsn(schema, harness.ADMIN_DSN),
                                  tmp_path)

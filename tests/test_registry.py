@@ -53,13 +53,13 @@ def test_a_declaration_reads_as_python_would_bind_it_or_says_what_is_wrong(tmp_p
 
 
 def test_what_the_harness_reads_of_a_variant_without_loading_it_is_what_the_variant_says():
-    from variants import consume_eos, consume_external, consume_lean, shortcuts
+    from variants import consume_eos, consume_external, shortcuts
 
     assert harness.said_by("variants/consume_eos.py", "ABORTED_LOG") == consume_eos.ABORTED_LOG
     assert harness.said_by("variants/consume_external.py", "LEASE_TAKEN_OVER_LOG") == \
         consume_external.LEASE_TAKEN_OVER_LOG
     assert harness.LEASE_RUNNING_OUT == consume_external.LeaseRunningOut.__name__
-    assert registry.setup_sql("p-lean") == consume_lean.LEDGER_WITHOUT_FOREIGN_KEY
+    assert registry.setup_sql("qx-eos-keyed").startswith("CREATE UNIQUE INDEX IF NOT EXISTS ledger_event_id_key")
     assert registry.setup_sql("upsert") == registry.setup_sql("versioned") == shortcuts.STATE_TABLE
     assert registry.setup_sql("c") is None
 

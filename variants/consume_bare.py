@@ -7,8 +7,9 @@ credited twice. It exists to be measured beside p in one invocation (measure_thr
 --variants p,p-bare), as the post's "about 7%" (c against b) is, one message at a time.
 Never run it as a consumer.
 
-Everything else is p's: the batch, its decoding and dead letters, the lock order (accounts
-by id, then the writes), one statement per batch in autocommit, offsets committed after it.
+Everything else is p's: the batch, its decoding and dead letters, the writes (accounts
+locked by id and checked, then the ledger and the balances), one statement per batch in
+autocommit, offsets committed after it.
 
 Assumptions: consume_pipelined.py's.
 """
@@ -21,39 +22,22 @@ VARIANTS = {
                "reads": ["batch", "connections", "crash_after"]},
 }
 
-# p's statement less the claim: every credit for a known account is written.
-CREDIT_ONLY = consume_pipelined.INPUT_AND_KNOWN + """, locked AS (
-    SELECT id FROM accounts WHERE id IN (SELECT id FROM known) ORDER BY id FOR NO KEY UPDATE
-), ledgered AS (
-    INSERT INTO ledger (event_id, account_id, amount)
-    SELECT event_id, account_id, amount FROM input
-    WHERE account_id IN (SELECT id FROM known) AND (SELECT count(*) FROM locked) > 0
-), credited AS (
-    UPDATE accounts SET balance = balance + t.total
-    FROM (SELECT account_id, sum(amount) AS total FROM input WHERE account_id IN (SELECT id FROM known)
-          GROUP BY account_id) AS t
-    WHERE accounts.id = t.account_id AND (SELECT count(*) FROM locked) > 0
-)
-SELECT event_id, account_id IN (SELECT id FROM known) FROM input
-"""
+# p's statement, its claim replaced by every credit for a known account: the same writes.
+CREDIT_ONLY = consume_pipelined.INPUT_AND_KNOWN + """, fresh AS MATERIALIZED (
+    SELECT event_id, account_id, amount FROM input WHERE account_id IN (SELECT id FROM known)
+)""" + consume_pipelined.WRITES
 
 
-def credit_only(conn, events: dict, consumer: str = consume_pipelined.CONSUMER_NAME) -> tuple[set, set]:
+def credit_only(conn, events: dict) -> tuple[set, set]:
     """p's contract, (IDs applied now, IDs for unknown accounts), with nothing remembered."""
-    if not events:
-        return set(), set()
-    rows = consume_pipelined.batch_statement(conn, CREDIT_ONLY, events)
-    return {i for i, known in rows if known}, {i for i, known in rows if not known}
+    return consume_pipelined.batch_statement(conn, CREDIT_ONLY, events)
 
 
 def run_bare(topic: str, group: str, **options) -> None:
     """consume_pipelined.run_pipelined with the bare statement: the same options."""
-    with consume_pipelined.swapped("p-bare", claim_and_credit=credit_only):
-        consume_pipelined.run_pipelined(topic, group, **options)
+    consume_pipelined.run_pipelined(topic, group, claim=credit_only, **options)
 
 
 def run_worker(lab) -> None:
     """The lab's entry point: p's, with the bare statement."""
-    consume_pipelined.run_worker(lab, run=run_bare)
-
-
+    consume_pipelined.run_worker(lab, claim=credit_only)

@@ -25,21 +25,36 @@ next batch, so Kafka, Python and Postgres overlap instead of taking turns.
   the ledger insert and the balance update touch them, as in consume_batched.py; so a p
   beside a d, or two p's, wait for each other and never deadlock.
 
+What a message costs (issue #46; each step was measured beside the p before it, as p-lean):
+- Decoding: the usual message (one `event_id` header, a well-formed credit) is read in one
+  pass over its headers and by a msgspec decoder with consume.parse_event's bounds; anything
+  else goes through consume.py's own checks, so every message gets the verdict, and a bad
+  one the reason, that consume.py gives it.
+- Python's cycle collector runs less often while p consumes (FewerCollections).
+- The statement joins the claimed rows to their credits once (`fresh`), and answers only
+  for what it did not apply: a batch of new credits sends no rows back.
+- The statement checks that it locked every account it credits (`checked`): one deleted
+  after `known` found it fails the statement, which p then runs one event at a time.
+
 Assumptions: consume.py's, whose validation, dead letters and client config this shares;
 the side effect is the credit (the statement carries it, so it cannot be swapped);
-synchronous_commit stays on.
+synchronous_commit stays on; of an event's fields only account_id and amount matter (and
+the lab's seq, for its stall).
 
     python -m variants.consume_pipelined --batch 500
 """
-import contextlib
+import functools
+import gc
 import queue
 import threading
 import time
+from typing import Annotated
 
+import msgspec
 import psycopg
 from confluent_kafka import Message
 
-from consume import CONSUMER_NAME, DSN, checked_event_id, event_id_of, first_line, parse_event
+from consume import CONSUMER_NAME, DSN, MAX_EVENT_ID_BYTES, checked_event_id, event_id_of, first_line, parse_event
 from variants import common
 from variants.consume_batched import commit_batch
 
@@ -49,56 +64,145 @@ VARIANTS = {
                                                                                   "crash_after"]},
 }
 
-# The batch as rows, and which of its accounts exist: how p's statement starts, and p-lean's and p-bare's.
+# The statement in pieces, so that p-bare (consume_bare.py) is p's statement less the claim.
+# The batch as rows, and which of its accounts exist.
 INPUT_AND_KNOWN = """
 WITH input AS (
     SELECT * FROM unnest(%(ids)s::text[], %(accounts)s::int[], %(amounts)s::bigint[]) AS i(event_id, account_id, amount)
 ), known AS (
     SELECT id FROM accounts WHERE id = ANY(%(wanted)s::int[])
 )"""
-# The inbox rows for the known accounts' IDs, in ID order (p's and p-lean's lock order starts here).
+# The inbox rows for the known accounts' IDs, in ID order (the lock order starts here), and
+# the credits they claimed, joined once: `fresh`, what the writes below apply.
 CLAIMED = """, claimed AS (
     INSERT INTO processed_messages (consumer, message_id)
     SELECT %(consumer)s, event_id FROM input WHERE account_id IN (SELECT id FROM known) ORDER BY event_id
     ON CONFLICT DO NOTHING RETURNING message_id
+), fresh AS MATERIALIZED (
+    SELECT i.event_id, i.account_id, i.amount FROM input i JOIN claimed c ON c.message_id = i.event_id
 )"""
-
 # Why each CTE reads the one before it: Postgres runs a plain SELECT ... FOR UPDATE in WITH
 # only when something reads it, and runs CTEs in the order their data is needed. `locked`
-# needs all of `claimed` (its sort reads every row before it locks any), and `ledgered`
-# counts all of `locked` before it inserts a row, as does `credited` before it updates one:
-# inbox rows, then accounts, then the writes. (Nothing reads the ledger back: the consumer's
-# role may insert into it, not read it, and RETURNING would be a read.)
-CLAIM_AND_CREDIT = INPUT_AND_KNOWN + CLAIMED + """, locked AS (
-    SELECT id FROM accounts
-    WHERE id IN (SELECT i.account_id FROM input i JOIN claimed c ON c.message_id = i.event_id)
-    ORDER BY id FOR NO KEY UPDATE
+# needs all of `fresh`, so all of `claimed` (its sort reads every row before it locks any),
+# and `checked` counts all of `locked`, which `ledgered` reads before it inserts a row, as
+# does `credited` before it updates one: inbox rows, then accounts, then the writes.
+# (Nothing reads the ledger back: the consumer's role may insert into it, not read it, and
+# RETURNING would be a read.)
+# `checked`: an account that `known` found and a DELETE removed before `locked` reached it
+# is not locked (READ COMMITTED skips it). The ledger's foreign key refuses a row for it,
+# but not when every account of the batch went so (the writes' count guard would skip
+# them all, and the claim would commit alone); so the statement fails whole when the counts
+# differ, with a value error the planner cannot see coming, and p's one-event-at-a-time
+# retry parks that event as an unknown account. The writes end with the first rows back:
+# the unknown accounts' IDs, which the statement never claims.
+WRITES = """, locked AS (
+    SELECT id FROM accounts WHERE id IN (SELECT account_id FROM fresh) ORDER BY id FOR NO KEY UPDATE
+), checked AS (
+    SELECT CASE WHEN l.n = f.n THEN l.n
+                ELSE ('an account was deleted during the statement: ' || (f.n - l.n))::int END AS n
+    FROM (SELECT count(*) AS n FROM locked) AS l, (SELECT count(DISTINCT account_id) AS n FROM fresh) AS f
 ), ledgered AS (
     INSERT INTO ledger (event_id, account_id, amount)
-    SELECT i.event_id, i.account_id, i.amount FROM input i JOIN claimed c ON c.message_id = i.event_id
-    WHERE (SELECT count(*) FROM locked) > 0
+    SELECT event_id, account_id, amount FROM fresh WHERE (SELECT n FROM checked) > 0
 ), credited AS (
     UPDATE accounts SET balance = balance + t.total
-    FROM (SELECT i.account_id, sum(i.amount) AS total FROM input i JOIN claimed c ON c.message_id = i.event_id
-          GROUP BY i.account_id) AS t
-    WHERE accounts.id = t.account_id AND (SELECT count(*) FROM locked) > 0
+    FROM (SELECT account_id, sum(amount) AS total FROM fresh GROUP BY account_id) AS t
+    WHERE accounts.id = t.account_id AND (SELECT n FROM checked) > 0
 )
-SELECT message_id, true FROM claimed
-UNION ALL
 SELECT event_id, false FROM input WHERE account_id NOT IN (SELECT id FROM known)
+"""
+# Rows come back only for the IDs not applied: false for an unknown account, true for an ID
+# some earlier statement claimed.
+CLAIM_AND_CREDIT = INPUT_AND_KNOWN + CLAIMED + WRITES + """UNION ALL
+SELECT event_id, true FROM input
+WHERE account_id IN (SELECT id FROM known) AND event_id NOT IN (SELECT message_id FROM claimed)
 """
 
 
-class Batch:
-    """Messages read together, decoded (by consume.py's checks, or `read_id` and `read_event` that
-    give the same verdicts): the events to claim (first copy of each ID), and the poison."""
+class Credit(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """A credit as consume.parse_event accepts it, read as p reads its dict (event["amount"]).
+    Any other field sends the message down consume.py's path: msgspec takes some values json
+    does not (invalid UTF-8 in a string, an integer of thousands of digits), and json judges."""
+    account_id: Annotated[int, msgspec.Meta(ge=1, le=2**31 - 1)]
+    amount: Annotated[int, msgspec.Meta(ge=1, le=2**53)]
+    # Not the credit's: the lab's publishers number their events, and its stall picks every
+    # N-th by event.get("seq", 0), as from consume.py's dict (a missing seq reads as 0 in
+    # both). A seq that is not an integer sends the message down consume.py's path.
+    seq: int = 0
 
-    def __init__(self, messages: list[Message], read_id=checked_event_id, read_event=parse_event):
+    def __getitem__(self, name: str) -> int:
+        return getattr(self, name)
+
+    def get(self, name: str, default=None):
+        return getattr(self, name, default)
+
+
+CREDIT = msgspec.json.Decoder(Credit)
+
+
+def decode_event_id(msg: Message) -> str:
+    """The one event_id header, in one pass; anything unusual gets consume.py's checks and reasons."""
+    headers = msg.headers()
+    if headers is not None and len(headers) == 1:
+        key, raw = headers[0]
+        if key == "event_id" and raw and len(raw) <= MAX_EVENT_ID_BYTES and b"\x00" not in raw:
+            try:
+                return raw.decode()
+            except UnicodeDecodeError:
+                pass
+    return checked_event_id(msg)
+
+
+def decode_credit(value: bytes | None):
+    """A Credit, or consume.parse_event's verdict on anything msgspec did not take."""
+    try:
+        return CREDIT.decode(value)
+    except Exception:  # noqa: BLE001 - refused, no value at all, or nested past its recursion limit
+        return parse_event(value)
+
+
+class FewerCollections:
+    """Python's cycle collector, by default, runs after every 700 new container objects, and a
+    batch in flight (messages, their headers, its events) outlives several of those runs, so it
+    is scanned again and again, and promoted to be scanned by the full collections too. A
+    batch's objects hold no cycles; reference counting frees them once it is finished. While
+    any p runs in the process, collections come after 50,000 (Python 3.11's counters), and
+    what was built before (modules, clients) is never scanned again (gc.freeze)."""
+
+    THRESHOLDS = (50_000, 20, 20)
+
+    def __init__(self):
+        self.lock, self.running, self.saved = threading.Lock(), 0, gc.get_threshold()
+
+    def __enter__(self):
+        with self.lock:
+            if not self.running:
+                self.saved = gc.get_threshold()
+                gc.freeze()
+                gc.set_threshold(*self.THRESHOLDS)
+            self.running += 1
+
+    def __exit__(self, *_):
+        with self.lock:
+            self.running -= 1
+            if not self.running:  # the last p out puts the collector back
+                gc.set_threshold(*self.saved)
+                gc.unfreeze()
+
+
+FEWER_COLLECTIONS = FewerCollections()
+
+
+class Batch:
+    """Messages read together, decoded (with the verdicts of consume.py's checks): the events to
+    claim (first copy of each ID), and the poison."""
+
+    def __init__(self, messages: list[Message]):
         self.messages = messages
         # each valid message, its ID and event, in order; (message, reason) for the poison
-        self.ids_of, self.poison = common.decoded(messages, read_id, read_event)
-        self.events: dict[str, dict] = {}
-        self.copies: dict[str, list[dict]] = {}  # every copy of each ID, in order
+        self.ids_of, self.poison = common.decoded(messages, decode_event_id, decode_credit)
+        self.events: dict[str, Credit | dict] = {}
+        self.copies: dict[str, list] = {}  # every copy of each ID, in order
         for _, event_id, event in self.ids_of:
             if event_id in self.copies:
                 self.copies[event_id].append(event)
@@ -109,36 +213,40 @@ class Batch:
         self.bad: dict[int, str] = {}  # id() of a copy the statement could not apply -> why
 
 
-def batch_statement(conn: psycopg.Connection, statement: str, events: dict[str, dict], **params) -> list[tuple]:
-    """The rows of one of the batch statements (p's, p-lean's, p-bare's), given the events by ID."""
-    ids = sorted(events)
-    accounts = [events[i]["account_id"] for i in ids]
-    return conn.execute(statement, {"ids": ids, "accounts": accounts, "amounts": [events[i]["amount"] for i in ids],
-                                    "wanted": sorted(set(accounts)), **params}, binary=True).fetchall()
-
-
-def claim_and_credit(conn: psycopg.Connection, events: dict[str, dict],
-                     consumer: str = CONSUMER_NAME) -> tuple[set[str], set[str]]:
-    """The whole batch in one statement: (IDs applied now, IDs for unknown accounts)."""
+def batch_statement(conn: psycopg.Connection, statement: str, events: dict, **params) -> tuple[set[str], set[str]]:
+    """One of the batch statements (p's, p-bare's), given the events by ID; they answer only for
+    what they did not apply, true for an ID claimed before, false for an unknown account:
+    (IDs applied now, IDs for unknown accounts)."""
     if not events:
         return set(), set()
-    rows = batch_statement(conn, CLAIM_AND_CREDIT, events, consumer=consumer)
-    return {i for i, applied in rows if applied}, {i for i, applied in rows if not applied}
+    ids, accounts, amounts = sorted(events), [], []
+    for event_id in ids:
+        event = events[event_id]
+        accounts.append(event["account_id"])
+        amounts.append(event["amount"])
+    rows = conn.execute(statement, {"ids": ids, "accounts": accounts, "amounts": amounts,
+                                    "wanted": sorted(set(accounts)), **params}, binary=True).fetchall()
+    return set(events).difference(i for i, _ in rows), {i for i, seen in rows if not seen}
+
+
+def claim_and_credit(conn: psycopg.Connection, events: dict, consumer: str = CONSUMER_NAME) -> tuple[set, set]:
+    """The whole batch in one statement: (IDs applied now, IDs for unknown accounts)."""
+    return batch_statement(conn, CLAIM_AND_CREDIT, events, consumer=consumer)
 
 
 REFUSED = (psycopg.DataError, psycopg.IntegrityError)  # the server refused a value: no retry can fix it
 
 
-def claim_and_credit_each(conn: psycopg.Connection, events: dict[str, dict]) -> tuple[set, set, dict]:
-    """claim_and_credit, and if the server refused the batch's values, each event in a statement
-    of its own: (applied, unknown accounts' IDs, {refused ID: why})."""
+def claim_and_credit_each(conn: psycopg.Connection, events: dict, claim=claim_and_credit) -> tuple[set, set, dict]:
+    """claim(conn, events) (p's claim_and_credit, or p-bare's), and if the server refused the batch's
+    values, each event in a statement of its own: (applied, unknown accounts' IDs, {refused ID: why})."""
     try:
-        return (*claim_and_credit(conn, events), {})
+        return (*claim(conn, events), {})
     except REFUSED:
         applied, rejected, refused = set(), set(), {}
         for event_id, event in events.items():
             try:
-                one_applied, one_rejected = claim_and_credit(conn, {event_id: event})
+                one_applied, one_rejected = claim(conn, {event_id: event})
             except REFUSED as e:
                 refused[event_id] = f"the database refused it: {first_line(e)}"
                 continue
@@ -147,7 +255,7 @@ def claim_and_credit_each(conn: psycopg.Connection, events: dict[str, dict]) -> 
         return applied, rejected, refused
 
 
-def run_statement(conn: psycopg.Connection, batch: Batch, work=None) -> Batch:
+def run_statement(conn: psycopg.Connection, batch: Batch, work=None, claim=claim_and_credit) -> Batch:
     """The batch's statement. A copy that could not be applied (an unknown account, a value the
     server refused) is marked bad, and the next copy of its ID, if any, gets a statement of its own."""
     if work is not None:
@@ -155,7 +263,7 @@ def run_statement(conn: psycopg.Connection, batch: Batch, work=None) -> Batch:
     batch.applied, batch.bad = set(), {}
     pending, tried = dict(batch.events), dict.fromkeys(batch.events, 0)
     while pending:
-        applied, rejected, refused = claim_and_credit_each(conn, pending)
+        applied, rejected, refused = claim_and_credit_each(conn, pending, claim)
         batch.applied |= applied
         for event_id in rejected:
             batch.bad[id(pending[event_id])] = f"unknown account {pending[event_id]['account_id']}"
@@ -184,8 +292,9 @@ class Pipeline:
     can run while the last one's commit waits for its WAL flush; they come back finished in
     the order they were read, whatever order the statements ended in."""
 
-    def __init__(self, dbs: list, work=None, after_db_commit=None):
+    def __init__(self, dbs: list, work=None, after_db_commit=None, claim=claim_and_credit):
         self.dbs, self.work, self.after_db_commit = dbs, work, after_db_commit
+        self.statement = functools.partial(run_statement, claim=claim)
         self.to_db: queue.Queue = queue.Queue()
         self.done: queue.Queue = queue.Queue()
         self.in_flight = 0
@@ -210,7 +319,7 @@ class Pipeline:
         while (item := self.to_db.get()) is not None:
             seq, batch = item
             try:
-                db.run(run_statement, batch, self.work)
+                db.run(self.statement, batch, self.work)
             except BaseException as e:  # noqa: BLE001 - the main thread stops on it
                 self.done.put((seq, e))
                 return
@@ -256,11 +365,13 @@ class Pipeline:
 
 
 def run_pipelined(topic: str, group: str, *, batch: int = 500, connections: int = 1, work=None, dsn: str = DSN,
-                  stop: threading.Event | None = None, after_db_commit=None, **overrides) -> None:
+                  stop: threading.Event | None = None, after_db_commit=None, claim=claim_and_credit,
+                  **overrides) -> None:
     """Consume `topic` as `group`, a batch at a time, the next batch read while the last commits;
     `connections` statements at once at most.
     `work(events)` runs before each batch's statement (the lab's handler time);
-    `after_db_commit(messages, outcome)` runs between the statement and the offset commit."""
+    `after_db_commit(messages, outcome)` runs between the statement and the offset commit;
+    `claim(conn, events)`: the statement's function (p-bare's, in consume_bare.py)."""
     pipeline: list[Pipeline] = []
     context: list = []
 
@@ -270,11 +381,11 @@ def run_pipelined(topic: str, group: str, *, batch: int = 500, connections: int 
                 pipeline[0].drain(context[0], consumer, commit)
         return callback
 
-    with common.consuming(topic, group, dsn, overrides, on_revoke=let_go(True), on_lost=let_go(False)) as (
-            consumer, dead_letters, db):
+    with FEWER_COLLECTIONS, common.consuming(topic, group, dsn, overrides, on_revoke=let_go(True),
+                                             on_lost=let_go(False)) as (consumer, dead_letters, db):
         context.append(dead_letters)
         pipeline.append(Pipeline([db, *(common.Database(dsn) for _ in range(connections - 1))], work,
-                                 after_db_commit))
+                                 after_db_commit, claim))
         flow = pipeline[0]
         try:
             while stop is None or not stop.is_set():
@@ -292,10 +403,10 @@ def run_pipelined(topic: str, group: str, *, batch: int = 500, connections: int 
             flow.close()
 
 
-def run_worker(lab, run=None) -> None:
+def run_worker(lab, claim=claim_and_credit) -> None:
     """p, as the lab runs it: the handler's work for each batch before its statement; a
-    statement that applied something is the planted crash point. `run`: another loop with
-    run_pipelined's signature (p-lean's, p-bare's)."""
+    statement that applied something is the planted crash point. `claim`: the statement's
+    function (p-bare's, in consume_bare.py)."""
     args = lab.args
 
     def after_statement(msgs, outcome) -> None:
@@ -303,28 +414,9 @@ def run_worker(lab, run=None) -> None:
             lab.first_effect(event_id_of(msgs[0]))
             lab.committed([event_id_of(m) for m in msgs])
 
-    (run or run_pipelined)(args.topic, args.group, batch=args.batch, connections=args.connections,
-                           work=lambda events: lab.work(events.items()), stop=lab.stop,
-                           after_db_commit=after_statement, **lab.overrides)
-
-
-_swap = threading.Lock()  # one swap at a time: a second would restore the first's parts out of order
-
-
-@contextlib.contextmanager
-def swapped(who: str, **parts):
-    """This module's globals named in `parts` (Batch, claim_and_credit) replaced while the block runs,
-    for p-lean and p-bare, which are p with a part swapped. Module globals: nothing else may run p in
-    this process meanwhile (a worker runs one variant, a test one consumer at a time)."""
-    if not _swap.acquire(blocking=False):
-        raise RuntimeError(f"{who} is already running in this process; its swap of p's parts is not reentrant")
-    saved = {name: globals()[name] for name in parts}
-    globals().update(parts)
-    try:
-        yield
-    finally:
-        globals().update(saved)
-        _swap.release()
+    run_pipelined(args.topic, args.group, batch=args.batch, connections=args.connections,
+                  work=lambda events: lab.work(events.items()), stop=lab.stop, after_db_commit=after_statement,
+                  claim=claim, **lab.overrides)
 
 
 def main() -> None:
