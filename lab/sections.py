@@ -6,7 +6,7 @@ verdict line keep a short function; they use the same table and footer helpers.
 """
 import statistics
 
-from lab import faults, results
+from lab import faults, results, tables
 from lab.tables import (
     EXACT,
     FOOTERS,
@@ -265,6 +265,36 @@ def frameworks_section() -> str:
             + "\n\n" + say("frameworks", c=kill["config"], sources="; ".join(sources)) + "\n")
 
 
+CHECKS = ("copies", "kills", "zombie", "poison", "pg-restart", "broker-restart", "soak")  # conformance's, in order
+
+
+def conformance_cell(r: dict | None) -> str:
+    if r is None:
+        return "–"
+    if r.get("error"):
+        return "error"
+    return "passed" if r["passed"] else f"**failed**: {r['duplicates']:,} dup., {r['lost']:,} lost"
+
+
+def conformance_section() -> str:
+    """#45: one row a consumer, one column a check (measurements/conformance.py), from every
+    results/conformance-*.json; each file's command, version and code beneath."""
+    names = sorted(p.name for p in tables.RESULTS.glob("conformance-*.json"))  # as a test may point it
+    if not names:
+        raise Missing("_No `results/conformance-*.json` yet: run `python -m measurements.conformance --command "
+                      "CMD --out results/conformance-NAME.json`._\n")
+    rows, sources = [], []
+    for name in names:
+        doc = need(name)
+        c, latest = doc["config"], {r["check"]: r for r in doc["runs"]}
+        who = f"`{c['command']}`" if c.get("command") else VARIANT_NAMES.get(c["variant"], c["variant"])
+        rows.append([who, *(conformance_cell(latest.get(check)) for check in CHECKS)])
+        version = f", version `{c['command_version']}`" if c.get("command_version") else ""
+        sources.append(f"`results/{name}`{version}: {provenance(doc)}")
+    return (markdown_table(["Consumer", *CHECKS], rows, text_columns=1 + len(CHECKS)) + "\n\n"
+            + say("conformance", sources="; ".join(sources)) + "\n")
+
+
 def contention_section() -> str:
     """#31: the same variants with the credits spread over 10,000 accounts as well as the lab's
     100, where every batch of 500 locks most accounts (one process, and 1-3 processes)."""
@@ -500,6 +530,7 @@ SECTIONS = {
             f"{e.key}/{e.key.partition(':')[0]}:1")) else "–")],
         footer=FOOTERS["consumers"]),
     "frameworks": frameworks_section,
+    "conformance": conformance_section,
     "retention": Table("retention.json", command="python -m measurements.measure_retention --variant all --runs 5",
                        text_columns=2, rows=summary(match=lambda r, key: f"{r['variant']} {r['window']}" == key),
                        columns=[
