@@ -33,7 +33,7 @@ def isolate_leader(topic: str, isolate_s: float = 15.0) -> dict:
     try:
         cluster.start_node(node, prefix=ns.prefix)
         stack.wait_for(lambda: stack.kafka_answers(brokers=f"localhost:{port}", expect=len(nodes)), 120,
-                       f"node {node} up inside its namespace", cluster.node_home(node) / "kafka.log")
+                       f"node {node} up inside its namespace", stack.node_home(node) / "kafka.log")
         harness.wait_until(lambda: in_sync(topic, node), 120, f"node {node} back in sync", interval_s=0.5)
         prefer_leaders(topic)
         harness.wait_until(lambda: node in leaders(topic).values(), 60, f"node {node} leading again")

@@ -50,7 +50,7 @@ def node_start(node: int, deadline_s: float = 120.0) -> None:
     cluster.start_node(node)
     _, host, port = cluster.cluster_nodes()[node - 1]
     stack.wait_for(lambda: stack.kafka_answers(brokers=f"{host}:{port}", expect=len(cluster.cluster_nodes())),
-                   deadline_s, f"Kafka node {node} back", cluster.node_home(node) / "kafka.log")
+                   deadline_s, f"Kafka node {node} back", stack.node_home(node) / "kafka.log")
 
 
 def leader_kill(topic: str, down_s: float = 10.0) -> dict:
