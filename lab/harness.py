@@ -249,12 +249,23 @@ class Worker:
 
     def _supervise(self) -> None:
         """A command's watcher: its first effect from the effects query; a restart whenever it
-        exits after that, as a supervisor would (an exit before it is working()'s to report)."""
+        exits after that, as a supervisor would (an exit before it is working()'s to report).
+        A database that is away (a restart landing before the first effect) is looked at again
+        on the next tick, not taken for a broken query."""
         try:
-            baseline = effects_count(self.dsn, self.effects_query)
+            try:
+                baseline = effects_count(self.dsn, self.effects_query)  # before the command can write
+            except psycopg.OperationalError:
+                baseline = None  # taken on the first tick the database answers
             while not self._ended.wait(0.25):
-                if not self.first_effect.is_set() and effects_count(self.dsn, self.effects_query) > baseline:
-                    self.first_effect.set()
+                if not self.first_effect.is_set():
+                    try:
+                        applied = effects_count(self.dsn, self.effects_query)
+                    except psycopg.OperationalError:
+                        continue  # the server restarting, or refusing for a moment
+                    baseline = applied if baseline is None else baseline
+                    if applied > baseline:
+                        self.first_effect.set()
                 if self.proc.poll() is not None and not self._ended.is_set():
                     if not self.first_effect.is_set():
                         return  # exited before applying anything: working() says which way
