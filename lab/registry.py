@@ -259,3 +259,10 @@ def module_of(name: str):
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+if __name__ == "__main__":  # python -m lab.registry: what is declared, where, as the files say today
+    for variant in everything().values():
+        where = variant.path or (ROOT / variant.module.replace(".", "/")).with_suffix(".py")
+        print(f"{variant.name:16} {Path(where).relative_to(ROOT) if Path(where).is_relative_to(ROOT) else where}"
+              f"  {variant.label}")

@@ -23,22 +23,6 @@ runs until lab.stop is set. `lab` is what the worker gives every variant:
     lab.log             the logger whose lines the harness reads
 
 Nothing else has to change to add one: the measurements ask the registry for the variants
-that fit, and a results file records the file each run loaded.
-
-    consume_post.py       a1, a2, b, c, c-reconnect: the post's variants
-    consume_share.py      share-b, share-c: b and c in a share group
-    consume_batched.py    d: the inbox for a whole batch in one transaction
-    consume_pipelined.py  p: d in one statement a batch, the next batch decoded meanwhile
-    consume_lean.py       p-lean and its steps: p at a lower CPU cost
-    consume_bare.py       p-bare: p's statement without the claim (a price, not a consumer)
-    consume_parallel.py   k: handlers on lanes, one key at a time, offsets at the watermark
-    consume_offsets.py    o: the offsets kept in the inbox transaction
-    consume_eos.py        e, f: Kafka's exactly-once loop, crediting Postgres
-    consume_external.py   ext, outbox, relay: an effect outside the database (provider.py)
-    consume_faststream.py, consume_quix.py   the frameworks (M9)
-    consume_faststream_fixed.py   fs-inbox-fixed: FastStream with a commit that cannot pass its handler
-    consume_quix_inbox.py qx-eos-inbox, qx-alo-inbox: Quix with a sink that claims each event in the inbox
-    shortcuts.py          upsert, versioned, offset-dedup: the post's shortcuts
-    relay.py              kafka-relay: the outbox relay, at least once
-    inbox_v7.py/.sql      the lean inbox: uuid keys, partitioned by time
+that fit, and a results file records the file each run loaded. `python -m lab.registry` lists
+every variant with the file that declares it and its label, read from the files themselves.
 """

@@ -33,6 +33,7 @@ import asyncio
 import dataclasses
 import logging
 import threading
+import time
 from collections.abc import Callable
 
 import psycopg
@@ -108,17 +109,21 @@ class Connection:
 
 def build(variant: str, topic: str, group: str, apply, *, backend: Backend = CONFLUENT, dsn: str = DSN,
           after_db_commit=None, rebalance_callbacks: dict | None = None, overrides: dict | None = None,
-          config: dict | None = None, after_handled=None):
+          config: dict | None = None, after_handled=None, policy: AckPolicy | None = None,
+          failure_pause_s: float = 0.0):
     """The broker with its one subscriber, as a reader would declare it. `variant`: one of
     POLICIES' settings; `backend`: which of FastStream's brokers; `overrides`: the client
     settings the harness chose (session and poll timeouts), in librdkafka's names; `config`:
     settings of the variant's own, over them; `after_handled(msg)`: the handler's last step,
-    after the crash point (consume_faststream_fixed.py's offset store)."""
+    after the crash point (consume_faststream_fixed.py's offset store); `policy`: an ack policy
+    other than the variant's; `failure_pause_s`: how long a handler that raised waits before
+    FastStream applies the policy (a policy that redelivers would otherwise spin while the
+    database is away)."""
     ensure_topic(dead_letter_topic(topic))
     broker_options, subscriber_options = backend.options({**(overrides or {}), **(config or {})},
                                                          rebalance_callbacks or {})
     broker = backend.broker(BROKERS, allow_auto_create_topics=False, logger=FRAMEWORK_LOG, **broker_options)
-    policy = POLICIES[variant]
+    policy = policy or POLICIES[variant]
     handle = handle_once if variant == "fs-inbox" else credit_without_inbox
     db, dead_letters = Connection(dsn), make_producer()
 
@@ -132,6 +137,7 @@ def build(variant: str, topic: str, group: str, apply, *, backend: Backend = CON
             # FastStream logs it too, then applies its ack policy: under ACK that commits past this
             # message. Said here as well, in the line the lab defines, with where the message is.
             log.warning(HANDLER_FAILED_LOG, raw.topic(), raw.partition(), raw.offset(), f"{type(e).__name__}: {e}")
+            time.sleep(failure_pause_s)
             raise
         if after_db_commit is not None:
             after_db_commit(raw, outcome)

@@ -16,9 +16,13 @@ offset is then read from the broker by a consumer of the same group that does no
     the fix (fs-inbox-fixed) committed N+1: enable.auto.offset.store=false, the handler stores
                              its own offset; the same held commit stops at the unfinished handler
 
-Then fs-inbox-fixed itself: through M1's kill harness in small, and at its planted crash point
-right after the database committed (the replay meets the inbox)."""
+Then fs-inbox-fixed itself: through M1's kill harness in small, at its planted crash point
+right after the database committed (the replay meets the inbox), and through two Postgres
+restarts mid-stream (the conformance table's check), where a handler raises: fs-inbox, whose
+AckPolicy.ACK acks past it, loses credits; fs-inbox-fixed, under NACK_ON_ERROR, has FastStream
+seek back to the failed message and loses none."""
 import asyncio
+import json
 import threading
 
 import pytest
@@ -29,6 +33,7 @@ from test_crash_points import crash_then_recover
 
 import measure_kill
 from lab import harness
+from measurements import conformance
 from lab.settings import BROKERS
 from publish import make_producer
 from variants.consume_faststream import raw_body
@@ -220,3 +225,23 @@ def test_fs_inbox_fixed_a_crash_after_the_database_replays_into_the_inbox(topic,
                                  tmp_path)
     assert (verdict["duplicates"], verdict["lost"], verdict["balances_exact"]) == (0, 0, True), verdict
     assert verdict["skipped"] >= 1, verdict
+
+
+def pg_restarts(variant: str, out) -> dict:
+    """The conformance table's pg-restart check on `variant`, small: two restarts mid-stream."""
+    args = conformance.parse_args(["--variant", variant, "--checks", "pg-restart", "--scale", "0.5",
+                                   "--seed", "7", "--out", str(out)])
+    conformance.main(args)  # a check that fails is a row, its exit status 1: the row says what happened
+    [row] = json.loads(out.read_text())["runs"]
+    assert row["error"] is None and row["details"]["mid_stream"] >= 1, row
+    return row
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("services")
+@pytest.mark.xdist_group("shared")  # the measurement lock: one worker, in turn
+def test_a_handler_that_raised_is_redone_under_nack_on_error_and_passed_over_under_ack(tmp_path):
+    fixed = pg_restarts("fs-inbox-fixed", tmp_path / "fixed.json")
+    assert (fixed["duplicates"], fixed["lost"], fixed["passed"]) == (0, 0, True), fixed
+    control = pg_restarts("fs-inbox", tmp_path / "control.json")
+    assert control["lost"] > 0 and control["duplicates"] == 0, control
