@@ -33,8 +33,8 @@ from test_crash_points import crash_then_recover
 
 import measure_kill
 from lab import harness
-from measurements import conformance
 from lab.settings import BROKERS
+from measurements import conformance
 from publish import make_producer
 from variants.consume_faststream import raw_body
 from variants.consume_faststream_fixed import NO_STORE_ON_POLL, store_handled
