@@ -243,3 +243,30 @@ def every_kind_of_poison_is_parked(topic, group, dsn, conn, run=None, inbox=True
     assert conn.execute("SELECT event_id, amount FROM ledger").fetchall() == [("good-1", 100)]
     assert conn.execute("SELECT message_id FROM processed_messages").fetchall() == ([("good-1",)] if inbox else [])
     assert conn.execute("SELECT balance FROM accounts WHERE id = %s", (FULL_ACCOUNT,)).fetchone()[0] == 2**63 - 11
+
+
+class Positioned:
+    """A consumed message as a window or a batch reads it: its place, its key, an event ID
+    made from its place and a one-unit credit (for the pure tests of the bookkeeping;
+    everything else reads real messages)."""
+
+    def __init__(self, partition=0, offset=0, key=b"1"):
+        self._partition, self._offset, self._key = partition, offset, key
+
+    def topic(self):
+        return "t"
+
+    def partition(self):
+        return self._partition
+
+    def offset(self):
+        return self._offset
+
+    def key(self):
+        return self._key
+
+    def headers(self):
+        return [("event_id", f"e-{self._partition}-{self._offset}".encode())]
+
+    def value(self):
+        return b'{"account_id": 1, "amount": 1}'

@@ -3,7 +3,7 @@ import queue
 import threading
 
 import pytest
-from helpers import drained, read_all, send
+from helpers import Positioned, drained, read_all, send
 
 import measure_kill
 import measure_rebalance
@@ -23,23 +23,6 @@ def test_the_watermark_never_passes_an_unfinished_message():
     assert window.watermark() is None and list(window.offsets) == [8]
     window.done.add(8)
     assert window.watermark() == 9
-
-
-class FakeMessage:
-    def __init__(self, key, offset, partition=0):
-        self._key, self._offset, self._partition = key, offset, partition
-
-    def key(self):
-        return self._key
-
-    def topic(self):
-        return "t"
-
-    def partition(self):
-        return self._partition
-
-    def offset(self):
-        return self._offset
 
 
 class FakeConsumer:
@@ -103,7 +86,7 @@ def test_the_dispatcher_counts_each_partitions_window_and_the_watermark_follows_
     keys, finished = consume_parallel.Keys(), queue.Queue()
     parallel = consume_parallel.Parallel(FakeConsumer(), keys, finished, window=100)
     for offset, key in enumerate([b"a", b"a", b"b"]):
-        parallel.dispatch(FakeMessage(key, offset))
+        parallel.dispatch(Positioned(offset=offset, key=key))
     window = parallel.windows[("t", 0)]
     assert window.in_flight == 3
     first_a, second_b = keys.take(), keys.take()

@@ -6,6 +6,7 @@ import psycopg
 import pytest
 from helpers import (
     POISONED_BATCH,
+    Positioned,
     holding_credit,
     hostile_batch_is_handled,
     read_all,
@@ -143,29 +144,6 @@ def test_a_stalled_batch_beside_a_rebalance_writes_nothing_twice():
     assert (record["duplicates"], record["lost"]) == (0, 0), record
 
 
-class FakeMessage:
-    def __init__(self, partition, offset):
-        self._partition, self._offset = partition, offset
-
-    def topic(self):
-        return "t"
-
-    def partition(self):
-        return self._partition
-
-    def offset(self):
-        return self._offset
-
-    def key(self):
-        return b"1"
-
-    def headers(self):
-        return [("event_id", f"e-{self._partition}-{self._offset}".encode())]
-
-    def value(self):
-        return b'{"account_id": 1, "amount": 1}'
-
-
 class HeldDatabase:
     """Stands in for variants/common.Database: its statement returns when the test says so."""
 
@@ -196,9 +174,9 @@ def test_batches_finish_in_the_order_read_whichever_statement_returns_first():
     first, second = HeldDatabase(), HeldDatabase()
     flow = consume_pipelined.Pipeline([first, second])
     consumer = RecordingConsumer()
-    flow.submit(consume_pipelined.Batch([FakeMessage(0, 0), FakeMessage(0, 1)]))
+    flow.submit(consume_pipelined.Batch([Positioned(0, 0), Positioned(0, 1)]))
     assert first.started.wait(30)
-    flow.submit(consume_pipelined.Batch([FakeMessage(0, 2), FakeMessage(1, 0)]))
+    flow.submit(consume_pipelined.Batch([Positioned(0, 2), Positioned(1, 0)]))
     assert second.started.wait(30)
     second.release.set()
     flow.collect(None, consumer, wait_s=0.5)  # the second is back, the first is not: nothing is finished
