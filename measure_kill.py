@@ -76,12 +76,9 @@ def planted_crash(variant: str, space, args: tuple, config: dict, log_path) -> d
 
 
 def run_once(variant: str, run: int, config: dict) -> dict:
-    log_path = harness.log_dir() / f"kill-{variant}-r{run}.log"
-    log_path.unlink(missing_ok=True)
-    args = harness.worker_args(variant, config)
-    seed = config["seed"] + run
+    log_path = harness.fresh_log(f"kill-{variant}-r{run}")
+    args, seed, events = harness.run_workload(variant, run, config)
     started = time.monotonic()
-    events = harness.make_events(config["events"], prefix=f"r{run}", seed=seed)
     with harness.run_space("m1", f"{variant}-r{run}", config["partitions"], keep=config.get("keep", False)) as space:
         # workload
         harness.produce_events(space.topic, events)

@@ -62,6 +62,14 @@ def fault_and_variants(parser, faults, variants) -> None:
     parser.add_argument("--faults", type=int, default=3, help="faults per run")
 
 
+def fault_pacing(parser, every_s: float, outage_s: float, outage: str,
+                 every: str = "seconds between faults (seeded, 0.5x to 1.5x)") -> None:
+    """--every-s and --outage-s, as each fault measurement takes them, with its own defaults
+    and its own word on what the outage is."""
+    parser.add_argument("--every-s", type=float, default=every_s, help=every)
+    parser.add_argument("--outage-s", type=float, default=outage_s, help=outage)
+
+
 def positive(parser, args, *names: str) -> None:
     """One line naming the first of `names` (seconds, say) that is not above zero."""
     for name in names:

@@ -510,3 +510,40 @@ def log_dir() -> Path:
     path = RESULTS / "logs"
     path.mkdir(parents=True, exist_ok=True)
     return path
+
+
+def fresh_log(name: str) -> Path:
+    """results/logs/NAME.log, emptied: the lines of this run only."""
+    path = log_dir() / f"{name}.log"
+    path.unlink(missing_ok=True)
+    return path
+
+
+def run_workload(variant: str, run: int, config: dict) -> tuple[tuple, int, list]:
+    """A run's worker flags, its seed (the config's plus the run's number, so runs differ and a
+    rerun repeats), and its credits drawn on that seed, named r<run>-..."""
+    seed = config["seed"] + run
+    return worker_args(variant, config), seed, make_events(config["events"], prefix=f"r{run}", seed=seed)
+
+
+def drained_in_thread(run, group: str, topic: str, deadline_s: float, interval_s: float = 0.2) -> None:
+    """run(stop) in a thread until `group` has committed all of `topic`, then stopped; what run
+    raised is raised here, after the stop, so a consumer that died fails with its own error."""
+    stop, errors = threading.Event(), []
+
+    def target():
+        try:
+            run(stop)
+        except Exception as e:  # raised below, after the stop
+            errors.append(e)
+
+    thread = threading.Thread(target=target, daemon=True)
+    thread.start()
+    try:
+        wait_until(lambda: errors or lag(group, topic) == 0, deadline_s, f"group {group} to commit all of {topic}",
+                   interval_s=interval_s)
+    finally:
+        stop.set()
+        thread.join(30)
+    if errors:
+        raise errors[0]

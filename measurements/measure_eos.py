@@ -68,12 +68,9 @@ def planted_loop(start, space, crashes: int, deadline_s: float) -> list[dict]:
 
 
 def run_once(variant: str, point: str, run: int, config: dict) -> dict:
-    log_path = harness.log_dir() / f"eos-{variant}-{point}-r{run}.log"
-    log_path.unlink(missing_ok=True)
-    args = harness.worker_args(variant, config)
-    seed = config["seed"] + run
+    log_path = harness.fresh_log(f"eos-{variant}-{point}-r{run}")
+    args, seed, events = harness.run_workload(variant, run, config)
     started = time.monotonic()
-    events = harness.make_events(config["events"], prefix=f"r{run}", seed=seed)
     with harness.run_space("m7", f"{variant}-{point}-r{run}", config["partitions"],
                            keep=config.get("keep", False)) as space:
         harness.create_topic(space.topic + ".credited", config["partitions"])

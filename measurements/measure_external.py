@@ -53,8 +53,7 @@ def crashed_on_purpose(worker) -> bool:
 def run_once(variant: str, run: int, config: dict) -> dict:
     policy = variant  # a results record's "variant" is the policy
     mode, worker_variant, worker_policy = POLICIES[policy]
-    log_path = harness.log_dir() / f"external-{policy}-r{run}.log"
-    log_path.unlink(missing_ok=True)
+    log_path = harness.fresh_log(f"external-{policy}-r{run}")
     started = time.monotonic()
     crashy = ("--crash-after-call-every", config["crash_every"])
     if worker_variant == "ext":

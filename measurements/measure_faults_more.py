@@ -280,9 +280,8 @@ def parse_args(argv=None):
     parser = cli.measurement("M10: pauses, graceful stops, refused connections, lost commit replies.",
                              "faults-more.json", events=3000, work_ms=10)
     cli.fault_and_variants(parser, FAULTS, VARIANTS)
-    parser.add_argument("--every-s", type=float, default=4, help="seconds between faults (seeded, 0.5x to 1.5x)")
+    cli.fault_pacing(parser, 4, 5, "pg-max-connections: how long the refusal lasts")
     parser.add_argument("--pause-s", type=float, default=12, help="pause-consumer: how long the SIGSTOP lasts")
-    parser.add_argument("--outage-s", type=float, default=5, help="pg-max-connections: how long the refusal lasts")
     parser.add_argument("--stop-deadline-s", type=float, default=30, help="sigterm: SIGKILL after this")
     parser.add_argument("--idle-tx-timeout-ms", type=int, default=0,
                         help="the consumer's idle_in_transaction_session_timeout (0: none, the server's default)")

@@ -226,8 +226,7 @@ def parse_args(argv=None):
                         help="relay, restart: seconds a process lives after its first acknowledgement")
     parser.add_argument("--planted", type=int, default=5, help="relay: crashes between the ack and the mark")
     parser.add_argument("--faults", type=int, default=3, help="retries: cuts, with a broker restart in the middle")
-    parser.add_argument("--every-s", type=float, default=2.0, help="retries: seconds between faults")
-    parser.add_argument("--outage-s", type=float, default=4.0, help="retries: how long a cut lasts")
+    cli.fault_pacing(parser, 2.0, 4.0, "retries: how long a cut lasts", every="retries: seconds between faults")
     parser.add_argument("--socket-timeout-ms", type=int, default=2000,
                         help="retries: the producer's wait for an answer before it resends")
     args = parser.parse_args(argv)

@@ -29,7 +29,6 @@ import calendar
 import functools
 import random
 import sys
-import threading
 import time
 import uuid
 from datetime import timedelta
@@ -71,25 +70,8 @@ def drain(variant: str, space, log_name: str, v7_table: str) -> dict:
     """One consumer reads the topic to its end (the group's lag 0, the ledger still); its counts."""
     if variant != "v7":
         return harness.recover(variant, space, deadline_s=300.0, log_path=harness.log_dir() / log_name)
-    stop, errors = threading.Event(), []
-
-    def run():
-        try:
-            consume.run(space.topic, space.group, dsn=space.dsn, stop=stop,
-                        handle=functools.partial(inbox_v7.handle_once_v7, inbox=v7_table))
-        except Exception as e:  # raised below, after the stop
-            errors.append(e)
-
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
-    try:
-        harness.wait_until(lambda: errors or (harness.lag(space.group, space.topic) == 0), 300,
-                           f"v7 to drain {space.topic}", interval_s=0.5)
-    finally:
-        stop.set()
-        thread.join(30)
-    if errors:
-        raise errors[0]
+    harness.drained_in_thread(lambda stop: consume.run(space.topic, space.group, dsn=space.dsn, stop=stop, handle=(
+        functools.partial(inbox_v7.handle_once_v7, inbox=v7_table))), space.group, space.topic, 300, interval_s=0.5)
     return {"counts": {}}
 
 

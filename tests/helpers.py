@@ -198,25 +198,8 @@ def run_threads(threads, timeout_s: float = 120.0) -> None:
 
 def run_until_drained(run, topic, group, dsn, **options):
     """run(topic, group, dsn=..., stop=..., **options) in a thread until the group has committed
-    all of `topic`; then stopped."""
-    stop, errors = threading.Event(), []
-
-    def target():
-        try:
-            run(topic, group, dsn=dsn, stop=stop, **options)
-        except Exception as e:  # raised below: a consumer that died fails its test with its own error
-            errors.append(e)
-
-    thread = threading.Thread(target=target, daemon=True)
-    thread.start()
-    try:
-        harness.wait_until(lambda: errors or harness.lag(group, topic) == 0, DRAIN_S,
-                           f"group {group} to commit all of {topic}", interval_s=0.2)
-    finally:
-        stop.set()
-        thread.join(30)
-    if errors:
-        raise errors[0]
+    all of `topic`; then stopped. A consumer that died fails its test with its own error."""
+    harness.drained_in_thread(lambda stop: run(topic, group, dsn=dsn, stop=stop, **options), group, topic, DRAIN_S)
 
 
 def credit(event_id, account=1, amount=100):
