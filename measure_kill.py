@@ -119,13 +119,23 @@ def run_once(variant: str, run: int, config: dict) -> dict:
         effects_query = registry.get(variant).effects
         verdict = harness.verdict_of(events, space.admin, effects_query=effects_query)
         order = None if effects_query else harness.order_of(events, space.admin)
+        # what a duplicate or a loss points at: the first IDs, with their records' partition/offset
+        evidence = None
+        if verdict["duplicates"] or verdict["lost"]:
+            applied = harness.applied_ids(space.admin, effects_query or harness.LEDGER_EFFECTS)
+            evidence = harness.evidence_of(events, applied, space.topic)
         if planted:  # how often the crashed event was credited in the end: the post's test
             planted["ledger_rows"] = sum(row[0] == planted["event"] for row in harness.effects(space.admin)["ledger"])
-    skipped = sum(entry["counts"].get("skipped", 0) for entry in kill_log) + recovery["counts"].get("skipped", 0)
+
+    def counted(kind: str) -> int:  # a kind of line, over every life of the run and its recovery
+        return sum(entry["counts"].get(kind, 0) for entry in kill_log) + recovery["counts"].get(kind, 0)
+
     return {"variant": variant, "run": run, "seed": seed, "events": config["events"],
             "kills": sum(entry["exit_code"] is None for entry in kill_log),
             "crashes": [entry["exit_code"] for entry in kill_log if entry["exit_code"] is not None],
-            **verdict, "order_violations": order, "skipped": skipped, **({"planted": planted} if planted else {}),
+            **verdict, "order_violations": order, "skipped": counted("skipped"),
+            "handler_raised": counted("handler_raised"), **({"evidence": evidence} if evidence else {}),
+            **({"planted": planted} if planted else {}),
             "recovery_s": recovery["recovery_s"],
             "wall_s": round(time.monotonic() - started, 1), "kill_log": kill_log}
 

@@ -7,7 +7,7 @@ there yet is left out of the table until it is.
 """
 from lab import results
 from lab.figures import runs, summary, tot
-from lab.tables import Missing, markdown_table, need, spread, total
+from lab.tables import Missing, load, markdown_table, need, spread, total
 from lab.tables import runs_of as matching
 
 
@@ -104,20 +104,32 @@ def at_most(s: dict) -> str:
     return f"at most {s['duplicates']['max']} duplicates and {s['lost']['max']} lost a run"
 
 
+def restart_row(variant: str) -> dict | None:
+    """A variant's pg-restart row in its conformance table (results/conformance-VARIANT.json), if measured."""
+    doc = load(f"conformance-{variant}.json")
+    return next((r for r in doc["runs"] if r["check"] == "pg-restart"), None) if doc else None
+
+
 def faststream() -> tuple:
     """FastStream's defaults duplicate; its inbox under ACK still loses on the confluent backend,
     by that backend's ack (docs/frameworks.md); the fix, and the aiokafka backend, where measured."""
     default, inbox = (summary("kill-frameworks.json", v) for v in ("fs-default", "fs-inbox"))
     fixed, aio = measured("kill-frameworks.json", "fs-inbox-fixed"), measured("kill-frameworks.json", "fs-inbox-aio")
+    restarts = [restart_row("fs-inbox"), restart_row("fs-inbox-fixed")]
     lab = (f"fs-default {spread(default['duplicates'])} duplicates a run; with the inbox in its handler (ACK, "
            f"confluent backend) {at_most(inbox)}: its ack commits the offsets librdkafka stored, and the next "
            "poll has stored one past a handler still running"
            + (f"; offsets stored after the handler (fs-inbox-fixed) {at_most(fixed)}" if fixed else "")
-           + (f"; on aiokafka (fs-inbox-aio) {at_most(aio)}" if aio else ""))
+           + (f"; on aiokafka (fs-inbox-aio) {at_most(aio)}" if aio else "")
+           + ("; under a Postgres restart (the conformance check) fs-inbox loses {:,}, acked past a handler that "
+              "raised, and fs-inbox-fixed (NACK_ON_ERROR: the message read again) {:,}".format(
+                  *(r["lost"] for r in restarts)) if all(restarts) else ""))
     exact = [s for s in (fixed, aio) if s and s["duplicates"]["max"] == s["lost"]["max"] == 0]
     return lab, (("holds" if default["duplicates"]["min"] > 0 else "differs")
                  + ("; but under ACK the confluent backend loses, inbox or not (M9)" if inbox["lost"]["max"] else "")
-                 + ("; storing the offset after the handler fixes it" if fixed in exact and fixed else ""))
+                 + ("; storing the offset after the handler fixes it" if fixed in exact and fixed else "")
+                 + ("; and NACK_ON_ERROR the restart" if fixed in exact and fixed and restarts[1]
+                    and restarts[1]["lost"] == 0 else ""))
 
 
 def keyed_sink() -> tuple:

@@ -36,7 +36,9 @@ from lab.space import (  # noqa: F401  re-exported: measurements read harness.X
     FILL_IDS,
     ID_TYPES,
     LAB_TABLES,
+    LEDGER_EFFECTS,
     RunSpace,
+    applied_ids,
     committed_offsets,
     create_schema,
     create_topic,
@@ -46,6 +48,7 @@ from lab.space import (  # noqa: F401  re-exported: measurements read harness.X
     drop_schema,
     effects,
     event_ids,
+    evidence_of,
     external_pending,
     fill_inbox,
     kept_inbox,
@@ -112,6 +115,8 @@ COUNTED = {
     "lease_taken_over": re.compile(_starts(said_by("variants/consume_external.py", "LEASE_TAKEN_OVER_LOG"))),
     "provider_failed": re.compile(provider.ProviderError.__name__ + ": "),
     "died_of_deadlock": re.compile(r"DeadlockDetected: "),  # a traceback's last line: what #13 fixed
+    # a framework's handler that raised, before its ack policy decides (M9: ACK acks past it)
+    "handler_raised": re.compile(_starts(said_by("variants/consume_faststream.py", "HANDLER_FAILED_LOG"))),
 }
 FIRST_EFFECT = re.compile(_starts(worker_script.FIRST_EFFECT_LOG))
 REPORT = re.compile(_starts(worker_script.REPORT_LOG) + r"(\{.*\})$")

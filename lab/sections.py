@@ -4,10 +4,12 @@ Claim: a section is declared, not programmed: a Table (lab/tables.py) names its 
 its rows, its columns and its footer. The few sections that join several files or compute a
 verdict line keep a short function; they use the same table and footer helpers.
 """
+import functools
 import statistics
 
 from lab import faults, results, tables
 from lab.tables import (
+    CPU_KINDS,
     EXACT,
     FOOTERS,
     RATE,
@@ -244,6 +246,15 @@ def p_goal(doc: dict) -> str:
     return "\n" + said + "\n"
 
 
+def raised_and_lost(runs: list[dict]) -> str:
+    """M1's evidence on a framework: how many handlers raised (and were acked or redone by the
+    policy), and where the first lost credits sat; "–" for runs measured before either was kept."""
+    if not all("handler_raised" in r for r in runs):
+        return "–"
+    lost = [f"{e['event_id']}@{'+'.join(e['records'])}" for r in runs for e in r.get("evidence", {}).get("lost", [])]
+    return f"{total(runs, 'handler_raised'):,}" + (f"; {', '.join(lost[:2])}" if lost else "")
+
+
 def frameworks_section() -> str:
     """M9: the frameworks under M1's kills and M2's zombie, beside b and c measured the same way."""
     kill = need("kill-frameworks.json", "python measure_kill.py --variant frameworks --runs 5 --out "
@@ -255,13 +266,14 @@ def frameworks_section() -> str:
     m2 = {**{v: doc["summary"][v] for v in ("b", "c") if (doc := load(f"rebalance-{v}-classic.json"))},
           **(zombie["summary"] if zombie else {})}
     rows = [[VARIANT_NAMES[v], s["runs"], total(runs, "kills"), spread(s["duplicates"]), spread(s["lost"]),
-             f"{s['balances_exact_runs']} of {s['runs']}",
+             f"{s['balances_exact_runs']} of {s['runs']}", raised_and_lost(runs),
              *([z["runs"], z["totals"]["evictions"], z["totals"]["duplicates"], z["totals"]["lost"]]
                if (z := m2.get(v)) else ["–"] * 4)] for v, (s, runs) in m1.items()]
     sources = ["`results/kill-frameworks.json`: " + provenance(kill)] + (
         ["`results/rebalance-frameworks-classic.json`: " + provenance(zombie)] if zombie else [])
     return (markdown_table(["Variant", "M1 runs", "Kills", "Duplicates per run", "Lost per run", "Exact balances",
-                            "M2 runs", "Evictions", "Duplicates", "Lost"], rows)
+                            "Handlers that raised; first lost at (partition/offset)", "M2 runs", "Evictions",
+                            "Duplicates", "Lost"], rows)
             + "\n\n" + say("frameworks", c=kill["config"], sources="; ".join(sources)) + "\n")
 
 
@@ -350,6 +362,38 @@ def lean_lines(doc: dict) -> str:
             lines.append(say("lean.step", lean=lean, base=base, before=before, after=after, medians=1 - after / before,
                              cut=cut, target=TARGET_CUT, verdict=verdict, ratio=ratio))
     return "\n".join(lines) + "\n\n" + throughput_tables(doc)
+
+
+AGAINST_COMMAND = ("python measure_throughput.py --against 1b663da --variants p,p@2,d,db,db@2 --runs 5 --events "
+                   "100000 --out results/throughput-against.json")
+# #46's bars, each a paired ratio in one invocation: (what, where in the summary, at least or at most, the bar)
+AGAINST_BARS = (("p's CPU per message, today's over the old p's", ("against", "p", "cpu_us_per_msg", "total"),
+                 "at most", 0.60),
+                ("p@2's msgs/s, today's over the old p@2's", ("against", "p@2", "msgs_per_s"), "at least", 1.30),
+                ("p/d, msgs/s", ("ratios", "p/d"), "at least", 1.6),
+                ("p@2/db@2, msgs/s", ("ratios", "p@2/db@2"), "at least", 0.9))
+
+
+def against_lines(doc: dict) -> str:
+    """#46: today's code over another commit's, paired by run in one invocation, and the issue's bars."""
+    cases, old = doc["summary"]["against"], doc["config"]["against"]["commit"][:7]
+    ratio = lambda stat: spread(stat, 3) if stat else "–"  # noqa: E731
+    table = markdown_table(["Today's", "Runs", "msgs/s, today ÷ old", "CPU µs/msg, all, today ÷ old",
+                            *(f"{CPU_KINDS[k]}, today ÷ old" for k in ("consumer_python", "postgres_backends")),
+                            "WAL bytes/credit, today ÷ old"],
+                           [[named(name), e["runs"], ratio(e["msgs_per_s"]), ratio(e["cpu_us_per_msg"].get("total")),
+                             ratio(e["cpu_us_per_msg"].get("consumer_python")),
+                             ratio(e["cpu_us_per_msg"].get("postgres_backends")), ratio(e["wal_bytes_per_msg"])]
+                            for name, e in cases.items()])
+    bars = []
+    for what, path, how, bar in AGAINST_BARS:
+        stat = functools.reduce(lambda node, key: (node or {}).get(key), path, doc["summary"])
+        if stat:
+            met = stat["median"] <= bar if how == "at most" else stat["median"] >= bar
+            bars.append(say("against.bar", what=what, stat=ratio(stat), how=how, bar=bar,
+                            verdict="met" if met else "not met"))
+    return (say("against.intro", old=old) + "\n\n" + table + "\n\n" + "\n".join(bars) + "\n\n"
+            + throughput_tables(doc))
 
 
 BARE_COMMAND = ("python measure_throughput.py --variants p,p-bare --runs 5 --events 100000 "
@@ -579,6 +623,10 @@ SECTIONS = {
          else f"{e.s['retention_within_window']} of {e.s['runs']}"), DUP_LOST,
         ("Expired IDs left, a run", lambda e: f"{statistics.median(r['expired_left'] for r in e.runs):,.0f}")],
         footer=FOOTERS["retention-load"]),
+    "against": Table("throughput-against.json", None, cpu=True, body=against_lines, command=AGAINST_COMMAND,
+                     footer=FOOTERS["against"], extra=lambda doc: {
+                         "old": doc["config"]["against"]["commit"][:12], "command": AGAINST_COMMAND,
+                         "batch": doc["config"].get("batch", 500)}),
     "bare": Table("throughput-bare.json", None, cpu=True, body=bare_lines, command=BARE_COMMAND,
                   footer=FOOTERS["bare"], extra=lambda doc: {
                              "batch": doc["config"].get("batch", 500)}),

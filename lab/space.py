@@ -8,6 +8,7 @@ and the recovery phase, and re-exports these names, so a measurement reads `harn
 
 Assumptions: the services named in settings.py are up (`make up`).
 """
+import collections
 import contextlib
 import dataclasses
 import random
@@ -480,3 +481,39 @@ def verdict_of(events: list[tuple[str, dict]], dsn: str, on_provider: bool = Fal
         return {**verdict, "balances_exact": None, "balance_total": None}
     applied = effects(dsn)
     return checker.check(dict(events), applied["ledger"], applied["balances"])
+
+
+LEDGER_EFFECTS = "SELECT event_id FROM ledger"  # one event ID a row: the effects a run counts by default
+EVIDENCE = 5  # the first this many duplicated and lost IDs are named, with where their records sit
+
+
+def applied_ids(dsn: str, query: str = LEDGER_EFFECTS) -> collections.Counter:
+    """How many effects each event ID has."""
+    with psycopg.connect(dsn) as conn:
+        rows = conn.execute(f"SELECT e, count(*) FROM ({query}) AS effects(e) GROUP BY e").fetchall()
+    return collections.Counter({str(event_id): n for event_id, n in rows})
+
+
+def positions(topic: str, wanted: set[str]) -> dict[str, list[str]]:
+    """Where each wanted event ID's records sit in the topic: ["partition/offset", ...]."""
+    if not wanted:
+        return {}
+    found = collections.defaultdict(list)
+    for event_id, partition, offset in read_records(
+            topic, "read_uncommitted", lambda msg: (consume.event_id_of(msg), msg.partition(), msg.offset())):
+        if event_id in wanted:
+            found[event_id].append(f"{partition}/{offset}")
+    return dict(found)
+
+
+def evidence_of(events: list[tuple[str, dict]], applied: collections.Counter, topic: str) -> dict:
+    """The first duplicated and lost event IDs, in the order they were published, each with
+    the partition/offset of its records (read back from the run's topic before it goes), and
+    how many of each there are: what a count of duplicates or losses points at."""
+    duplicated = [(event_id, applied[event_id]) for event_id, _ in events if applied.get(event_id, 0) > 1]
+    lost = [event_id for event_id, _ in events if event_id not in applied]
+    where = positions(topic, {event_id for event_id, _ in duplicated[:EVIDENCE]} | set(lost[:EVIDENCE]))
+    return {"duplicated": [{"event_id": e, "applied": n, "records": where.get(e, [])}
+                           for e, n in duplicated[:EVIDENCE]],
+            "lost": [{"event_id": e, "records": where.get(e, [])} for e in lost[:EVIDENCE]],
+            "duplicated_ids": len(duplicated), "lost_ids": len(lost)}

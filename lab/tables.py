@@ -164,7 +164,9 @@ def measured_by(doc: dict) -> str:
 def named(name: str) -> str:
     """A measure_throughput run name as the tables print it: p@2 is p on 2 connections, k@16 k
     with 16 lanes, d@50 d with batches of 50, p:3 three processes of p; an account sweep's
-    names end in their accounts (p@2, 10,000 accounts)."""
+    names end in their accounts (p@2, 10,000 accounts); a run of another commit's code ends in
+    ~TAG (p@2~1b663da: p on 2 connections, 1b663da's code)."""
+    name, _, tag = name.partition("~")
     base, _, accounts = name.partition(", ")
     base, _, consumers = base.partition(":")
     variant, _, swept = base.partition("@")
@@ -174,7 +176,8 @@ def named(name: str) -> str:
         return f", {n} {noun}{'' if n == '1' else 's'}"
     swept = counted(swept, unit) + " a batch" * (variant == "d") if swept else ""
     return (VARIANT_NAMES.get(variant, variant) + swept
-            + (counted(consumers, "consumer") if consumers else "") + (f", {accounts}" if accounts else ""))
+            + (counted(consumers, "consumer") if consumers else "") + (f", {accounts}" if accounts else "")
+            + (f", {tag}'s code" if tag else ""))
 
 
 CPU_KINDS = {"consumer_python": "consumer, Python", "consumer_librdkafka": "consumer, librdkafka",

@@ -51,9 +51,8 @@ from publish import make_producer, publish
 
 CHECKS = ("copies", "kills", "zombie", "poison", "pg-restart", "broker-restart", "soak")
 VARIANTS = registry.names(kind="consumer")
-LEDGER = "SELECT event_id FROM ledger"
-SHOWN = 3  # IDs per kind in the table's evidence column (the file holds EVIDENCE)
-EVIDENCE = 5
+LEDGER = harness.LEDGER_EFFECTS
+SHOWN = 3  # IDs per kind in the table's evidence column (the file holds harness.evidence_of's first five)
 
 # Sizes at --scale 1: events per check.
 SIZES = {"copies": 2000, "kills": 4000, "zombie": 1000, "poison": 200, "pg-restart": 3000, "broker-restart": 3000}
@@ -144,25 +143,6 @@ def applied_by(query: str):
     return applied
 
 
-def applied_ids(dsn: str, query: str) -> collections.Counter:
-    """How many effects each event ID has."""
-    with psycopg.connect(dsn) as conn:
-        rows = conn.execute(f"SELECT e, count(*) FROM ({query}) AS effects(e) GROUP BY e").fetchall()
-    return collections.Counter({str(event_id): n for event_id, n in rows})
-
-
-def positions(topic: str, wanted: set[str]) -> dict[str, list[str]]:
-    """Where each wanted event ID's records sit in the topic: ["partition/offset", ...]."""
-    if not wanted:
-        return {}
-    found = collections.defaultdict(list)
-    for event_id, partition, offset in harness.read_records(
-            topic, "read_uncommitted", lambda msg: (consume.event_id_of(msg), msg.partition(), msg.offset())):
-        if event_id in wanted:
-            found[event_id].append(f"{partition}/{offset}")
-    return dict(found)
-
-
 def judged(variant: str, space, events: list[tuple[str, dict]], details: dict, also=None) -> dict:
     """The check's verdict on its published `events`: the checker's counts, and as evidence the
     first duplicated and lost event IDs (in the order they were published), each with the
@@ -170,14 +150,8 @@ def judged(variant: str, space, events: list[tuple[str, dict]], details: dict, a
     check's own rule."""
     query = registry.get(variant).effects
     verdict = harness.verdict_of(events, space.admin, effects_query=query)
-    applied = applied_ids(space.admin, query or LEDGER)
-    duplicated = [(event_id, applied[event_id]) for event_id, _ in events if applied.get(event_id, 0) > 1]
-    lost = [event_id for event_id, _ in events if event_id not in applied]
-    where = positions(space.topic, {event_id for event_id, _ in duplicated[:EVIDENCE]} | set(lost[:EVIDENCE]))
-    evidence = {
-        "duplicated": [{"event_id": e, "applied": n, "records": where.get(e, [])} for e, n in duplicated[:EVIDENCE]],
-        "lost": [{"event_id": e, "records": where.get(e, [])} for e in lost[:EVIDENCE]],
-        "duplicated_ids": len(duplicated), "lost_ids": len(lost)}
+    applied = harness.applied_ids(space.admin, query or LEDGER)
+    evidence = harness.evidence_of(events, applied, space.topic)
     passed = verdict["duplicates"] == 0 and verdict["lost"] == 0 and verdict["balances_exact"] is not False
     if also:
         rule, more = also(verdict, applied)

@@ -37,6 +37,10 @@ def test_the_control_auto_commit_duplicates_under_the_same_kills(tmp_path):
     fails them."""
     record = kill_schedule("a1", tmp_path / "kill.json")
     assert record["duplicates"] >= 3 and record["lost"] == 0, record
+    # the run names what it counted: the first duplicated IDs, each with where its record sits
+    evidence = record["evidence"]
+    assert evidence["duplicated_ids"] >= 1 and evidence["lost"] == [], evidence
+    assert all(e["applied"] >= 2 and e["records"] for e in evidence["duplicated"]), evidence
 
 
 @pytest.mark.slow

@@ -18,11 +18,10 @@ offset is then read from the broker by a consumer of the same group that does no
 
 Then fs-inbox-fixed itself: through M1's kill harness in small, at its planted crash point
 right after the database committed (the replay meets the inbox), and through two Postgres
-restarts mid-stream (the conformance table's check), where a handler raises: fs-inbox, whose
+restarts mid-stream (one in each life of M1's kills), where a handler raises: fs-inbox, whose
 AckPolicy.ACK acks past it, loses credits; fs-inbox-fixed, under NACK_ON_ERROR, has FastStream
 seek back to the failed message and loses none."""
 import asyncio
-import json
 import threading
 
 import pytest
@@ -34,7 +33,6 @@ from test_crash_points import crash_then_recover
 import measure_kill
 from lab import harness
 from lab.settings import BROKERS
-from measurements import conformance
 from publish import make_producer
 from variants.consume_faststream import raw_body
 from variants.consume_faststream_fixed import NO_STORE_ON_POLL, store_handled
@@ -227,21 +225,21 @@ def test_fs_inbox_fixed_a_crash_after_the_database_replays_into_the_inbox(topic,
     assert verdict["skipped"] >= 1, verdict
 
 
-def pg_restarts(variant: str, out) -> dict:
-    """The conformance table's pg-restart check on `variant`, small: two restarts mid-stream."""
-    args = conformance.parse_args(["--variant", variant, "--checks", "pg-restart", "--scale", "0.5",
-                                   "--seed", "7", "--out", str(out)])
-    conformance.main(args)  # a check that fails is a row, its exit status 1: the row says what happened
-    [row] = json.loads(out.read_text())["runs"]
-    assert row["error"] is None and row["details"]["mid_stream"] >= 1, row
-    return row
+RESTART_IN_EACH_LIFE = {"events": 1500, "partitions": 3, "work_ms": 5, "kills": 3, "life": (1.0, 2.0), "seed": 7,
+                        "session_timeout_ms": 6000, "faults": ["pg-restart"]}
 
 
 @pytest.mark.slow
 @pytest.mark.usefixtures("services")
-@pytest.mark.xdist_group("shared")  # the measurement lock: one worker, in turn
-def test_a_handler_that_raised_is_redone_under_nack_on_error_and_passed_over_under_ack(tmp_path):
-    fixed = pg_restarts("fs-inbox-fixed", tmp_path / "fixed.json")
-    assert (fixed["duplicates"], fixed["lost"], fixed["passed"]) == (0, 0, True), fixed
-    control = pg_restarts("fs-inbox", tmp_path / "control.json")
-    assert control["lost"] > 0 and control["duplicates"] == 0, control
+@pytest.mark.serial  # the restarts stop the Postgres every test on the stack uses
+def test_a_handler_that_raised_is_redone_under_nack_on_error_and_passed_over_under_ack():
+    """M1 with a Postgres restart halfway through each life: handlers raise while it is down.
+    fs-inbox-fixed (NACK_ON_ERROR) reads each such message again and loses nothing; fs-inbox,
+    the control, acks past them, and its run names the lost credits and where they sat."""
+    fixed = measure_kill.run_once("fs-inbox-fixed", 1, RESTART_IN_EACH_LIFE)
+    assert fixed["handler_raised"] >= 1, fixed  # the restart met a handler, or the zero proves nothing
+    assert (fixed["duplicates"], fixed["lost"], fixed["balances_exact"]) == (0, 0, True), fixed
+    control = measure_kill.run_once("fs-inbox", 1, RESTART_IN_EACH_LIFE)
+    assert control["handler_raised"] >= 1 and control["lost"] >= 1 and control["duplicates"] == 0, control
+    assert control["evidence"]["lost_ids"] == control["lost"], control["evidence"]
+    assert all(e["records"] for e in control["evidence"]["lost"]), control["evidence"]
