@@ -30,7 +30,8 @@ VARIANTS = {
     "raw": {"label": "raw: the client alone, no DB, no commits", "kind": "self-timed", "reads": ["batch"],
             "run": "run_raw_worker"},
     "db": {"label": "db: p's statement alone, batches built in memory", "kind": "self-timed",
-           "reads": ["batch", "connections"], "needs": ["expect"], "run": "run_db_worker"},
+           "reads": ["batch", "connections"], "needs": ["expect"], "run": "run_db_worker",
+           "setup": "variants.consume_pipelined:LEDGER_WITHOUT_FOREIGN_KEY"},  # on p's schema
     "db-d": {"label": "db-d: d's statements alone, batches built in memory", "kind": "self-timed",
              "reads": ["batch", "connections"], "needs": ["expect"], "run": "run_db_worker"},
     "publisher": {"label": "publisher: a journaling publisher, resending what was never acknowledged",

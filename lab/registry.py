@@ -13,8 +13,9 @@ VARIANTS literal, a dict from name to a dict of:
     needs    flags without which it cannot run (the worker refuses it in one line)
     crash_points  where --crash-point may plant a crash (lab/worker.py's CRASH_POINTS)
     groups   the sets a measurement may name (--variant all, frameworks, shortcuts)
-    setup    SQL the schema's owner runs in the run's schema before its worker starts
-             (or the name of a constant of the module that holds it)
+    setup    SQL the schema's owner runs in the run's schema before its worker starts,
+             or the string constant that holds it: NAME in the declaring module, or
+             package.module:NAME in another (a variant on another's schema)
     venv     the environment it runs in, under the checkout, if not the lab's own
     run      the module's function the worker calls (default run_worker)
 
@@ -221,13 +222,15 @@ def setup_sql(name: str) -> str | None:
     literal constant of its module that the setup names (read, not run: the worker that runs
     the variant loads the module, and records it)."""
     variant = get(name)
-    if not (variant.setup and variant.setup.isidentifier()):
-        return variant.setup
-    path = Path(variant.path) if variant.path else ROOT / (variant.module.replace(".", "/") + ".py")
-    sql = constant(path, variant.setup)
+    if not (variant.setup and re.fullmatch(r"([\w.]+:)?[A-Za-z_]\w*", variant.setup)):
+        return variant.setup  # SQL itself
+    where, _, constant_name = variant.setup.rpartition(":")
+    path = (ROOT / (where.replace(".", "/") + ".py") if where else Path(variant.path) if variant.path
+            else ROOT / (variant.module.replace(".", "/") + ".py"))
+    sql = constant(path, constant_name) if path.exists() else None
     if not isinstance(sql, str):
         raise DeclarationError(f"{variant.module}: variant {name!r}'s setup names {variant.setup}, which is not a "
-                               "string literal of the module")
+                               f"string literal of {path.relative_to(ROOT) if path.is_relative_to(ROOT) else path}")
     return sql
 
 

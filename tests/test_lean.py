@@ -16,7 +16,7 @@ from helpers import POISON
 from hypothesis import strategies as st
 
 import consume
-from lab import harness
+from lab import harness, registry
 from variants import consume_pipelined
 from variants.consume_pipelined import decode_credit, decode_event_id
 
@@ -136,7 +136,8 @@ def unchecked(conn, events):
 
 
 @pytest.mark.parametrize("statement, events, outcome, inbox", [
-    # the ledger's foreign key would refuse this one too; the other account's credit is written
+    # one of two accounts gone: p's ledger has no foreign key, so `checked` alone refuses it;
+    # the other account's credit is written
     ("checked", {"x-1": 7, "x-2": 1}, ({"x-2"}, {"x-1"}, {}), [("x-2",)]),
     ("checked", {"x-1": 7}, (set(), {"x-1"}, {}), []),
     # the control: the batch's only account deleted, the writes' guard skips them all and the
@@ -146,7 +147,9 @@ def unchecked(conn, events):
 def test_an_account_deleted_under_the_statement_is_parked_not_claimed_into_nothing(
         statement, events, outcome, inbox, dsn, conn, schema):
     """An account that `known` found and a DELETE removed before `locked` reached it: the
-    statement fails whole, and the event is parked as an unknown account on its own retry."""
+    statement fails whole, and the event is parked as an unknown account on its own retry. On
+    p's schema (its setup: the ledger without its foreign key)."""
+    registry.prepare("p", dsn)
     deleter = psycopg.connect(harness.scoped_dsn(schema, harness.ADMIN_DSN))
     consumer = psycopg.connect(dsn, autocommit=True)
     claim = consume_pipelined.claim_and_credit if statement == "checked" else unchecked
@@ -176,3 +179,54 @@ def test_an_account_deleted_under_the_statement_is_parked_not_claimed_into_nothi
     assert result["outcome"] == outcome
     assert conn.execute("SELECT message_id FROM processed_messages").fetchall() == inbox
     assert conn.execute("SELECT event_id FROM ledger WHERE account_id = 7").fetchall() == []
+
+
+def test_the_count_is_what_keeps_p_s_ledger_from_crediting_a_deleted_account(dsn, conn, schema):
+    """The control for `checked` on p's schema: the same schedule (one of the batch's two
+    accounts deleted while the statement waits for its lock) through the statement without
+    the count writes a ledger row for an account that no longer exists, which no key stops."""
+    registry.prepare("p", dsn)
+    deleter = psycopg.connect(harness.scoped_dsn(schema, harness.ADMIN_DSN))
+    consumer = psycopg.connect(dsn, autocommit=True)
+    errors = []
+
+    def statement_in_flight():
+        try:
+            consume_pipelined.claim_and_credit_each(
+                consumer, {"x-1": {"account_id": 7, "amount": 5}, "x-2": {"account_id": 1, "amount": 5}}, unchecked)
+        except Exception as e:  # raised below
+            errors.append(e)
+
+    try:
+        deleter.execute("SELECT 1 FROM accounts WHERE id = 7 FOR UPDATE")
+        thread = threading.Thread(target=statement_in_flight)
+        thread.start()
+        harness.wait_until(lambda: conn.execute("SELECT wait_event_type = 'Lock' FROM pg_stat_activity WHERE pid = %s",
+                                                (consumer.info.backend_pid,)).fetchone()[0] is True, 30,
+                           "the statement to wait on account 7's lock", interval_s=0.02)
+        deleter.execute("DELETE FROM accounts WHERE id = 7")
+        deleter.commit()
+        thread.join(30)
+    finally:
+        deleter.close()
+        consumer.close()
+    assert not errors and not thread.is_alive(), errors
+    assert conn.execute("SELECT event_id FROM ledger WHERE account_id = 7").fetchall() == [("x-1",)]
+    assert conn.execute("SELECT count(*) FROM accounts WHERE id = 7").fetchone() == (0,)
+
+
+def test_p_s_ledger_keeps_the_keys_other_promise_no_account_with_credits_goes(dsn, conn):
+    """p's setup drops the ledger's foreign key; its trigger refuses, as the key did, to delete
+    or renumber an account that has ledger rows, and lets one without them go. Run twice, the
+    setup changes nothing the second time (every worker start runs it)."""
+    registry.prepare("p", dsn)
+    registry.prepare("p", dsn)
+    assert conn.execute("SELECT count(*) FROM pg_constraint WHERE conrelid = 'ledger'::regclass "
+                        "AND contype = 'f'").fetchone() == (0,)
+    with psycopg.connect(dsn, autocommit=True) as consumer:
+        assert rows_back(consumer, {"k-1": {"account_id": 3, "amount": 5}}) == []
+    for change in ("DELETE FROM accounts WHERE id = 3", "UPDATE accounts SET id = 100003 WHERE id = 3"):
+        with pytest.raises(psycopg.errors.ForeignKeyViolation, match="account 3 has ledger rows"):
+            conn.execute(change)
+    conn.execute("DELETE FROM accounts WHERE id = 4")  # no credits: it may go
+    assert conn.execute("SELECT id FROM accounts WHERE id IN (3, 4)").fetchall() == [(3,)]

@@ -62,6 +62,23 @@ def test_what_the_harness_reads_of_a_variant_without_loading_it_is_what_the_vari
     assert registry.setup_sql("qx-eos-keyed").startswith("CREATE UNIQUE INDEX IF NOT EXISTS ledger_event_id_key")
     assert registry.setup_sql("upsert") == registry.setup_sql("versioned") == shortcuts.STATE_TABLE
     assert registry.setup_sql("c") is None
+    # another module's constant, by package.module:NAME: p's schema, for what is measured beside p
+    from variants import consume_pipelined
+    assert registry.setup_sql("p") == registry.setup_sql("db") == registry.setup_sql("p-bare") == \
+        consume_pipelined.LEDGER_WITHOUT_FOREIGN_KEY
+
+
+def test_a_setup_that_names_no_string_constant_is_refused_in_one_line(tmp_path, monkeypatch):
+    for setup, says in (("variants.consume_pipelined:NO_SUCH_CONSTANT", "variants/consume_pipelined.py"),
+                        ("variants.no_such_module:SQL", "variants/no_such_module.py")):
+        declared = tmp_path / f"ref_{abs(hash(setup))}.py"
+        declared.write_text(f"VARIANTS = {{'ref-x': {{'label': 'ref-x: y', 'setup': {setup!r}}}}}\n")
+        monkeypatch.setenv(registry.EXTRA, str(declared))
+        registry.everything.cache_clear()
+        with pytest.raises(registry.DeclarationError, match=f"names {setup}, which is not a string literal of {says}"):
+            registry.setup_sql("ref-x")
+    monkeypatch.undo()
+    registry.everything.cache_clear()
 
 
 def test_a_variant_gets_only_the_flags_it_reads():

@@ -19,7 +19,8 @@ from variants import consume_pipelined
 VARIANTS = {
     # never a consumer to run: the inbox's cost at batch scale, measured beside p
     "p-bare": {"label": "p-bare: p's statement without the claim (no inbox)",
-               "reads": ["batch", "connections", "crash_after"]},
+               "reads": ["batch", "connections", "crash_after"],
+               "setup": "variants.consume_pipelined:LEDGER_WITHOUT_FOREIGN_KEY"},  # p's schema
 }
 
 # p's statement, its claim replaced by every credit for a known account: the same writes.

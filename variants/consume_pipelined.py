@@ -35,6 +35,9 @@ What a message costs (issue #46; each step was measured beside the p before it, 
   for what it did not apply: a batch of new credits sends no rows back.
 - The statement checks that it locked every account it credits (`checked`): one deleted
   after `known` found it fails the statement, which p then runs one event at a time.
+- The ledger has no foreign key in p's schema (LEDGER_WITHOUT_FOREIGN_KEY, its setup): the
+  statement's lock and count already guarantee each row's account, and a trigger keeps the
+  key's other promise, that no account with ledger rows is deleted or renumbered.
 
 Assumptions: consume.py's, whose validation, dead letters and client config this shares;
 the side effect is the credit (the statement carries it, so it cannot be swapped);
@@ -61,8 +64,39 @@ from variants.consume_batched import commit_batch
 # What the lab runs of this file (lab/registry.py reads it without importing the module).
 VARIANTS = {
     "p": {"label": "p: pipelined batched inbox, one statement per batch", "reads": ["batch", "connections",
-                                                                                  "crash_after"]},
+                                                                                  "crash_after"],
+          "setup": "LEDGER_WITHOUT_FOREIGN_KEY"},
 }
+
+# The ledger's foreign key, replaced for p (run once by the schema's owner: the consumer's role
+# may not run DDL). The key checked each ledger row's account with a lookup and a KEY SHARE
+# lock, row by row; p's statement already writes a ledger row only for an account it has just
+# locked FOR NO KEY UPDATE, which a DELETE must wait for, and fails whole when an account went
+# before it was locked (`checked`). What the key did besides, refusing to delete or renumber an
+# account that has ledger rows, a trigger does, paid on such a change instead of on every
+# credit. Idempotent, and it takes no lock when there is nothing to change: every worker start
+# runs it, beside workers already crediting.
+LEDGER_WITHOUT_FOREIGN_KEY = """
+CREATE OR REPLACE FUNCTION refuse_orphaning_ledger_rows() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF EXISTS (SELECT 1 FROM ledger WHERE account_id = OLD.id) THEN
+        RAISE foreign_key_violation USING MESSAGE = format('account %s has ledger rows', OLD.id);
+    END IF;
+    RETURN CASE TG_OP WHEN 'DELETE' THEN OLD ELSE NEW END;
+END $$;
+DO $$
+BEGIN
+    IF EXISTS (SELECT 1 FROM pg_constraint WHERE conrelid = 'ledger'::regclass
+               AND conname = 'ledger_account_id_fkey') THEN
+        ALTER TABLE ledger DROP CONSTRAINT ledger_account_id_fkey;
+    END IF;
+    IF NOT EXISTS (SELECT 1 FROM pg_trigger WHERE tgrelid = 'accounts'::regclass
+                   AND tgname = 'accounts_keep_their_ledger') THEN
+        CREATE TRIGGER accounts_keep_their_ledger BEFORE DELETE OR UPDATE OF id ON accounts
+            FOR EACH ROW EXECUTE FUNCTION refuse_orphaning_ledger_rows();
+    END IF;
+END $$;
+"""
 
 # The statement in pieces, so that p-bare (consume_bare.py) is p's statement less the claim.
 # The batch as rows, and which of its accounts exist.
@@ -89,11 +123,11 @@ CLAIMED = """, claimed AS (
 # (Nothing reads the ledger back: the consumer's role may insert into it, not read it, and
 # RETURNING would be a read.)
 # `checked`: an account that `known` found and a DELETE removed before `locked` reached it
-# is not locked (READ COMMITTED skips it). The ledger's foreign key refuses a row for it,
-# but not when every account of the batch went so (the writes' count guard would skip
-# them all, and the claim would commit alone); so the statement fails whole when the counts
-# differ, with a value error the planner cannot see coming, and p's one-event-at-a-time
-# retry parks that event as an unknown account. The writes end with the first rows back:
+# is not locked (READ COMMITTED skips it), and p's ledger has no foreign key to refuse a row
+# for it (LEDGER_WITHOUT_FOREIGN_KEY; a key would not catch it either when every account of
+# the batch went so); so the statement fails whole when the counts differ, with a value error
+# the planner cannot see coming, and p's one-event-at-a-time retry parks that event as an
+# unknown account. The writes end with the first rows back:
 # the unknown accounts' IDs, which the statement never claims.
 WRITES = """, locked AS (
     SELECT id FROM accounts WHERE id IN (SELECT account_id FROM fresh) ORDER BY id FOR NO KEY UPDATE
