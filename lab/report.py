@@ -12,12 +12,12 @@ rewritten from results/ too (lab/figures.py). `--check` fails when a table, a fi
 import re
 import sys
 
-from lab import charts, claims, cli, figures, overview, sections, tables
+from lab import charts, claims, cli, costs, figures, overview, sections, tables
 from lab.settings import ROOT
 
 README = ROOT / "README.md"
 DOCUMENTS = [README, *sorted((ROOT / "docs").glob("*.md"))]  # every file that may hold markers
-SECTIONS = {"claims": claims.claims_section, **overview.SECTIONS, **sections.SECTIONS}
+SECTIONS = {"claims": claims.claims_section, **overview.SECTIONS, **sections.SECTIONS, **costs.SECTIONS}
 FIG = re.compile(r"<!-- fig:([a-z0-9][a-z0-9.@/-]*) -->(.*?)<!-- /fig -->", re.S)  # names: lowercase
 
 

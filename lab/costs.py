@@ -1,0 +1,178 @@
+"""The generated sections of docs/throughput.md about what the batched inboxes cost: p against
+d and its ceilings, p's steps made cheaper and p against its old self, the inbox's price at
+batch scale, and the sweep over accounts. Declared as lab/sections.py declares the rest
+(a Table, or a short function where a verdict line is computed); lab/report.py takes both.
+"""
+import functools
+
+from lab import results
+from lab.tables import (
+    CPU_KINDS,
+    FOOTERS,
+    Missing,
+    Table,
+    cpu_table,
+    events_of_text,
+    load,
+    markdown_table,
+    named,
+    provenance,
+    runs_of,
+    say,
+    spread,
+)
+
+P_GOAL = 1.5  # what p was built for: half again d's rate, on this machine
+
+TARGET_CUT = 0.30  # issue #31: p's CPU per message at least 30% lower
+
+def rates_table(doc: dict) -> str:
+    return markdown_table(["Variant", "Runs", "msgs/s, median (min–max)"], [
+        [named(name), s["runs"], spread(s["msgs_per_s"], 1)] for name, s in doc["summary"]["variants"].items()])
+
+def throughput_tables(doc: dict) -> str:
+    """A measure_throughput invocation: msgs/s per variant, then its paired ratios."""
+    return rates_table(doc) + "\n\n" + markdown_table(["Ratio", "Median of per-run ratios (min–max)"], [
+        [name, spread(r, 3)] for name, r in doc["summary"]["ratios"].items()])
+
+def p_goal(doc: dict) -> str:
+    """Whether p met its goal, on one connection and (in the other invocation) on two."""
+    if (alone := doc["summary"]["ratios"].get("p/d")) is None:
+        return "\n\n"
+    said = (f"p on one connection makes {alone['median']:.2f}× d's rate in the first invocation (median; "
+            f"{alone['min']:.2f}–{alone['max']:.2f}): "
+            f"{'at or past' if alone['median'] >= P_GOAL else 'short of'} the "
+            f"{P_GOAL:g}× p was built for.")
+    if both := ((two := load("throughput-connections.json")) or {}).get("summary", {}).get("ratios", {}).get("p@2/d"):
+        d_of = {r["run"]: r["msgs_per_s"] for r in runs_of(two, variant="d")}
+        paired = [r["msgs_per_s"] / d_of[r["run"]] for r in runs_of(two, variant="p@2") if r["run"] in d_of]
+        said += (f" On two connections (p@2) it makes {both['median']:.2f}× ({both['min']:.2f}–{both['max']:.2f}), "
+                 f"past {P_GOAL:g}× in {sum(x >= P_GOAL for x in paired)} of {len(paired)} runs.")
+    return "\n" + said + "\n"
+
+def contention_section() -> str:
+    """#31: the same variants with the credits spread over 10,000 accounts as well as the lab's
+    100, where every batch of 500 locks most accounts (one process, and 1-3 processes)."""
+    parts = []
+    for name, what in (("throughput-accounts.json", "one consumer process, p and p-lean also on two connections"),
+                       ("throughput-consumers-accounts.json", "1, 2 and 3 consumer processes in one group")):
+        if (doc := load(name)) is None:
+            continue
+        stats, ratios, c = doc["summary"]["variants"], doc["summary"]["ratios"], doc["config"]
+        counts = [f"{n:,} accounts" for n in sorted(c["accounts"])]  # each paired with the fewest
+        rows = []
+        for base in dict.fromkeys(key.partition(", ")[0] for key in stats):
+            cells = [named(base)]
+            for count in counts:
+                s = stats.get(f"{base}, {count}")
+                cells += [spread(s["msgs_per_s"], 0) if s else "–",
+                          f"{s['cpu_us_per_msg']['total']['median']:,.1f}" if s and "cpu_us_per_msg" in s else "–"]
+            ratio = ratios.get(f"{base}, {counts[-1]}/{base}, {counts[0]}")
+            rows.append([*cells, spread(ratio, 2) if ratio else "–"])
+        within = {}  # "p@2 ÷ p" -> count -> ratios: two connections against one, per account count
+        rate = {(r["variant"], r.get("accounts"), r["run"]): r["msgs_per_s"] for r in doc["runs"]}
+        for (variant, accounts, run), value in rate.items():
+            if variant.endswith("@2") and (one := (variant.partition("@")[0], accounts, run)) in rate:
+                within.setdefault(f"{variant} ÷ {one[0]}", {}).setdefault(f"{accounts:,} accounts", []).append(
+                    value / rate[one])
+        extra = ("\n\n" + markdown_table(["Paired by run, within one account count", *counts], [
+            [pair, *(spread(results.stats(by[n]), 2) if n in by else "–" for n in counts)]
+            for pair, by in within.items()])) if within else ""
+        parts.append(f"{what.capitalize()}:\n\n" + cpu_table(doc) + markdown_table(
+            ["Variant", *(f"{n}: {h}" for n in counts for h in ("msgs/s, median (min–max)", "CPU µs/msg")),
+             f"{counts[-1]} ÷ {counts[0]}, paired by run"], rows) + extra
+            + "\n\n" + say("contention", c=c, events=events_of_text(c), batch=c.get("batch", 500), file=name,
+                             prov=provenance(doc)) + "\n")
+    if not parts:
+        raise Missing("_Not measured yet: `python measure_throughput.py --variants d,p,p@2,p-lean,p-lean@2 "
+                      "--accounts 100,10000 --runs 5 --events 100000 --out results/throughput-accounts.json`._\n")
+    return "\n".join(parts)
+
+def lean_lines(doc: dict) -> str:
+    """#31: p's CPU per message cut step by step, each step beside the one before in one invocation."""
+    stats, ratios = doc["summary"]["variants"], doc["summary"]["ratios"]
+    by_run = {(r["variant"], r["run"]): r["cpu_us_per_msg"]["total"] for r in doc["runs"] if r.get("cpu_us_per_msg")}
+    lines = []
+    for lean, base in (("p-lean", "p"), ("p-lean@2", "p@2")):
+        paired = [1 - by_run[lean, run] / by_run[base, run] for v, run in by_run if v == lean and (base, run) in by_run]
+        if paired and lean in stats and base in stats:
+            cut, ratio = results.stats(paired), ratios[f"{lean}/{base}"]
+            before, after = (stats[v]["cpu_us_per_msg"]["total"]["median"] for v in (base, lean))
+            verdict = {(True, True): "both", (True, False): "the paired median only",
+                       (False, True): "the medians only", (False, False): "neither"}[
+                (cut["median"] >= TARGET_CUT, 1 - after / before >= TARGET_CUT)]
+            lines.append(say("lean.step", lean=lean, base=base, before=before, after=after, medians=1 - after / before,
+                             cut=cut, target=TARGET_CUT, verdict=verdict, ratio=ratio))
+    return "\n".join(lines) + "\n\n" + throughput_tables(doc)
+
+AGAINST_COMMAND = ("python measure_throughput.py --against 1b663da --variants p,p@2,d,db,db@2 --runs 5 --events "
+                   "100000 --out results/throughput-against.json")
+
+# #46's bars, each a paired ratio in one invocation: (what, where in the summary, at least or at most, the bar)
+AGAINST_BARS = (("p's CPU per message, today's over the old p's", ("against", "p", "cpu_us_per_msg", "total"),
+                 "at most", 0.60),
+                ("p@2's msgs/s, today's over the old p@2's", ("against", "p@2", "msgs_per_s"), "at least", 1.30),
+                ("p/d, msgs/s", ("ratios", "p/d"), "at least", 1.6),
+                ("p@2/db@2, msgs/s", ("ratios", "p@2/db@2"), "at least", 0.9))
+
+def against_lines(doc: dict) -> str:
+    """#46: today's code over another commit's, paired by run in one invocation, and the issue's bars."""
+    cases, old = doc["summary"]["against"], doc["config"]["against"]["commit"][:7]
+    ratio = lambda stat: spread(stat, 3) if stat else "–"  # noqa: E731
+    table = markdown_table(["Today's", "Runs", "msgs/s, today ÷ old", "CPU µs/msg, all, today ÷ old",
+                            *(f"{CPU_KINDS[k]}, today ÷ old" for k in ("consumer_python", "postgres_backends")),
+                            "WAL bytes/credit, today ÷ old"],
+                           [[named(name), e["runs"], ratio(e["msgs_per_s"]), ratio(e["cpu_us_per_msg"].get("total")),
+                             ratio(e["cpu_us_per_msg"].get("consumer_python")),
+                             ratio(e["cpu_us_per_msg"].get("postgres_backends")), ratio(e["wal_bytes_per_msg"])]
+                            for name, e in cases.items()])
+    bars = []
+    for what, path, how, bar in AGAINST_BARS:
+        stat = functools.reduce(lambda node, key: (node or {}).get(key), path, doc["summary"])
+        if stat:
+            met = stat["median"] <= bar if how == "at most" else stat["median"] >= bar
+            bars.append(say("against.bar", what=what, stat=ratio(stat), how=how, bar=bar,
+                            verdict="met" if met else "not met"))
+    return (say("against.intro", old=old) + "\n\n" + table + "\n\n" + "\n".join(bars) + "\n\n"
+            + throughput_tables(doc))
+
+BARE_COMMAND = ("python measure_throughput.py --variants p,p-bare --runs 5 --events 100000 "
+                "--out results/throughput-bare.json")
+
+def bare_lines(doc: dict) -> str:
+    """#31: the inbox's own cost at batch scale, p against p-bare (p's statement without the claim)."""
+    stats, lines = doc["summary"]["variants"], []
+    if rate := results.paired_by_run(doc, "p", "p-bare", lambda r: r["msgs_per_s"]):
+        lines.append(say("bare.rate", spread=spread(rate, 3), cost=1 - rate["median"]))
+    cpu = results.paired_by_run(doc, "p", "p-bare", lambda r: (r.get("cpu_us_per_msg") or {}).get("total"))
+    if cpu and all("cpu_us_per_msg" in stats.get(v, {}) for v in ("p", "p-bare")):
+        p, bare = (stats[v]["cpu_us_per_msg"]["total"]["median"] for v in ("p", "p-bare"))
+        lines.append(say("bare.cpu", p=p, bare=bare, spread=spread(cpu, 3), share=1 - 1 / cpu["median"]))
+    return rates_table(doc) + "\n\n" + "\n".join(lines)
+
+
+SECTIONS = {
+    "pipelined": Table("throughput-pipelined.json", None, cpu=True, body=throughput_tables, command=(
+        "python measure_throughput.py --variants raw,db-d,db,d,p --runs 5 --out results/throughput-pipelined.json"),
+        after=lambda doc: Table("throughput-connections.json", None, cpu=True, body=throughput_tables, optional=True,
+                                before="\nTwo statements at once (p@2: the worker's `--connections 2`; db@2: the "
+                                "ceiling, two connections taking the batches in turn):\n\n",
+                                footer=FOOTERS["pipelined.two"])() + p_goal(doc), footer=FOOTERS["pipelined"]),
+    "frameworks-throughput": Table("throughput-frameworks.json", None, cpu=True, body=throughput_tables, extra=lambda
+                                   doc: {"sizes": ", ".join(f"{v} {n:,}" for v, n in doc["config"].get(
+                                       "events_of", {}).items())}, command="python measure_throughput.py --variants "
+                                   "c,d,p,fs-ack,fs-inbox,qx-eos-keyed --out results/throughput-frameworks.json",
+        footer=FOOTERS["frameworks-throughput"]),
+    "lean": Table("throughput-lean.json", None, cpu=True, body=lean_lines, extra=lambda doc: {
+        "batch": doc["config"].get("batch", 500)}, command="python measure_throughput.py --variants p,p-lean-py,"
+        "p-lean-sql,p-lean,p@2,p-lean@2 --runs 5 --events 200000 --out results/throughput-lean.json",
+        footer=FOOTERS["lean"]),
+    "contention": contention_section,
+    "against": Table("throughput-against.json", None, cpu=True, body=against_lines, command=AGAINST_COMMAND,
+                     footer=FOOTERS["against"], extra=lambda doc: {
+                         "old": doc["config"]["against"]["commit"][:12], "command": AGAINST_COMMAND,
+                         "batch": doc["config"].get("batch", 500)}),
+    "bare": Table("throughput-bare.json", None, cpu=True, body=bare_lines, command=BARE_COMMAND,
+                  footer=FOOTERS["bare"], extra=lambda doc: {
+                             "batch": doc["config"].get("batch", 500)}),
+}
