@@ -26,14 +26,17 @@ P_GOAL = 1.5  # what p was built for: half again d's rate, on this machine
 
 TARGET_CUT = 0.30  # issue #31: p's CPU per message at least 30% lower
 
+
 def rates_table(doc: dict) -> str:
     return markdown_table(["Variant", "Runs", "msgs/s, median (min–max)"], [
         [named(name), s["runs"], spread(s["msgs_per_s"], 1)] for name, s in doc["summary"]["variants"].items()])
+
 
 def throughput_tables(doc: dict) -> str:
     """A measure_throughput invocation: msgs/s per variant, then its paired ratios."""
     return rates_table(doc) + "\n\n" + markdown_table(["Ratio", "Median of per-run ratios (min–max)"], [
         [name, spread(r, 3)] for name, r in doc["summary"]["ratios"].items()])
+
 
 def p_goal(doc: dict) -> str:
     """Whether p met its goal, on one connection and (in the other invocation) on two."""
@@ -49,6 +52,7 @@ def p_goal(doc: dict) -> str:
         said += (f" On two connections (p@2) it makes {both['median']:.2f}× ({both['min']:.2f}–{both['max']:.2f}), "
                  f"past {P_GOAL:g}× in {sum(x >= P_GOAL for x in paired)} of {len(paired)} runs.")
     return "\n" + said + "\n"
+
 
 def contention_section() -> str:
     """#31: the same variants with the credits spread over 10,000 accounts as well as the lab's
@@ -88,6 +92,7 @@ def contention_section() -> str:
                       "--accounts 100,10000 --runs 5 --events 100000 --out results/throughput-accounts.json`._\n")
     return "\n".join(parts)
 
+
 def lean_lines(doc: dict) -> str:
     """#31: p's CPU per message cut step by step, each step beside the one before in one invocation."""
     stats, ratios = doc["summary"]["variants"], doc["summary"]["ratios"]
@@ -105,6 +110,7 @@ def lean_lines(doc: dict) -> str:
                              cut=cut, target=TARGET_CUT, verdict=verdict, ratio=ratio))
     return "\n".join(lines) + "\n\n" + throughput_tables(doc)
 
+
 AGAINST_COMMAND = ("python measure_throughput.py --against 1b663da --variants p,p@2,d,db,db@2 --runs 5 --events "
                    "100000 --out results/throughput-against.json")
 
@@ -114,6 +120,7 @@ AGAINST_BARS = (("p's CPU per message, today's over the old p's", ("against", "p
                 ("p@2's msgs/s, today's over the old p@2's", ("against", "p@2", "msgs_per_s"), "at least", 1.30),
                 ("p/d, msgs/s", ("ratios", "p/d"), "at least", 1.6),
                 ("p@2/db@2, msgs/s", ("ratios", "p@2/db@2"), "at least", 0.9))
+
 
 def against_lines(doc: dict) -> str:
     """#46: today's code over another commit's, paired by run in one invocation, and the issue's bars."""
@@ -136,8 +143,10 @@ def against_lines(doc: dict) -> str:
     return (say("against.intro", old=old) + "\n\n" + table + "\n\n" + "\n".join(bars) + "\n\n"
             + throughput_tables(doc))
 
+
 BARE_COMMAND = ("python measure_throughput.py --variants p,p-bare --runs 5 --events 100000 "
                 "--out results/throughput-bare.json")
+
 
 def bare_lines(doc: dict) -> str:
     """#31: the inbox's own cost at batch scale, p against p-bare (p's statement without the claim)."""

@@ -6,7 +6,7 @@ verdict line keep a short function; they use the same table and footer helpers.
 """
 import statistics
 
-from lab import faults, results, tables
+from lab import faults, registry, results, tables
 from lab.tables import (
     EXACT,
     FOOTERS,
@@ -214,10 +214,11 @@ def parallel_after(doc: dict) -> str:
     return text
 
 
-def raised_and_lost(runs: list[dict]) -> str:
+def raised_and_lost(variant: str, runs: list[dict]) -> str:
     """M1's evidence on a framework: how many handlers raised (and were acked or redone by the
-    policy), and where the first lost credits sat; "–" for runs measured before either was kept."""
-    if not all("handler_raised" in r for r in runs):
+    policy), and where the first lost credits sat; "–" for runs measured before either was kept,
+    and for a variant that never says a handler raised (only FastStream's subscribers do)."""
+    if not all("handler_raised" in r for r in runs) or "faststream" not in registry.get(variant).module:
         return "–"
     lost = [f"{e['event_id']}@{'+'.join(e['records'])}" for r in runs for e in r.get("evidence", {}).get("lost", [])]
     return f"{total(runs, 'handler_raised'):,}" + (f"; {', '.join(lost[:2])}" if lost else "")
@@ -234,7 +235,7 @@ def frameworks_section() -> str:
     m2 = {**{v: doc["summary"][v] for v in ("b", "c") if (doc := load(f"rebalance-{v}-classic.json"))},
           **(zombie["summary"] if zombie else {})}
     rows = [[VARIANT_NAMES[v], s["runs"], total(runs, "kills"), spread(s["duplicates"]), spread(s["lost"]),
-             f"{s['balances_exact_runs']} of {s['runs']}", raised_and_lost(runs),
+             f"{s['balances_exact_runs']} of {s['runs']}", raised_and_lost(v, runs),
              *([z["runs"], z["totals"]["evictions"], z["totals"]["duplicates"], z["totals"]["lost"]]
                if (z := m2.get(v)) else ["–"] * 4)] for v, (s, runs) in m1.items()]
     sources = ["`results/kill-frameworks.json`: " + provenance(kill)] + (

@@ -136,7 +136,7 @@ verdict_line = cli.verdict("{fault} {variant} run {run}: {duplicates} duplicates
 def parse_args(argv=None):
     parser = cli.measurement("M6: restarts and partitions, counted like M1.", "faults.json", events=3000, work_ms=10)
     cli.fault_and_variants(parser, FAULTS, VARIANTS)
-    cli.fault_pacing(parser, 5, 12, "partitions: how long a link stays cut")
+    cli.fault_pacing(parser, 5, 12, "partitions: how long a link stays cut", every="seconds between faults")
     parser.add_argument("--session-timeout-ms", type=int, default=6000)
     parser.add_argument("--max-poll-interval-ms", type=int, default=10000)
     parser.add_argument("--batch", type=int, default=100, help="d only")

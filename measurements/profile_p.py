@@ -22,7 +22,7 @@ from pathlib import Path
 
 import psycopg
 
-from lab import cli, harness, results, stack
+from lab import cli, harness, registry, results, stack
 from lab.settings import ADMIN_DSN
 from variants import consume_pipelined
 
@@ -45,6 +45,7 @@ def snapshot(parts: dict) -> dict:
 def main(args) -> int:
     schema = harness.unique("prof")
     dsn = harness.create_schema(schema)
+    registry.prepare("p", dsn)  # p's own schema, as every run of p has it (the ledger without its key)
     owner = harness.scoped_dsn(schema, ADMIN_DSN)
     topic = harness.create_topic(f"prof.{uuid.uuid4().hex[:8]}", 6)
     pipelines = []

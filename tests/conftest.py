@@ -13,7 +13,7 @@ import psycopg
 import pytest
 from psycopg.conninfo import conninfo_to_dict
 
-from lab import harness
+from lab import harness, registry
 from lab.settings import ADMIN_DSN, BROKERS, DSN
 
 
@@ -101,6 +101,14 @@ def dsn(schema):
 def conn(schema):
     with psycopg.connect(harness.scoped_dsn(schema, ADMIN_DSN), autocommit=True) as c:
         yield c
+
+
+@pytest.fixture
+def on_p_schema(request):
+    """p's schema, as its declaration sets it up in every run's (the ledger without its foreign
+    key), in the test's own schema when the test has one: p's tests test p as it runs."""
+    if "dsn" in request.fixturenames:
+        registry.prepare("p", request.getfixturevalue("dsn"))
 
 
 @pytest.fixture

@@ -7,7 +7,7 @@ from helpers import every_kind_of_poison_is_parked
 
 from variants import consume_bare, consume_pipelined
 
-pytestmark = pytest.mark.usefixtures("services")
+pytestmark = pytest.mark.usefixtures("services", "on_p_schema")  # p-bare runs on p's schema
 
 
 def credits(ids, account=1, amount=10) -> dict:

@@ -13,6 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import consume
+from lab import registry
 from publish import ensure_topic, make_producer
 from variants import consume_pipelined
 
@@ -68,6 +69,7 @@ def test_c_brings_every_record_to_an_outcome(topic, dsn, conn, dead_letters):
 
 
 def test_p_brings_every_record_of_a_batch_to_an_outcome(topic, dsn, conn, dead_letters):
+    registry.prepare("p", dsn)  # p's own schema, as p runs
     offsets = iter(range(10**6))
 
     @SETTINGS

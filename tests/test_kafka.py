@@ -8,7 +8,7 @@ import pytest
 from helpers import DRAIN_S, consuming, credit, drained, every_kind_of_poison_is_parked, read_all, send
 
 import consume
-from lab import harness, worker
+from lab import harness, registry, worker
 from publish import make_producer, publish
 from variants import consume_batched, consume_eos, consume_offsets, consume_parallel, consume_pipelined
 
@@ -49,6 +49,8 @@ def test_every_kind_of_poison_is_parked_by_the_batched_variants(variant, topic, 
     """The whole battery, in batches of 10 that hold several kinds at once: each is parked alone,
     with the reason c gives it, and the good credit after them is applied once."""
     run = {"d": consume_batched.run_batched, "p": consume_pipelined.run_pipelined}[variant]
+    if variant == "p":
+        registry.prepare("p", dsn)  # p's own schema, as p runs
     every_kind_of_poison_is_parked(topic, group, dsn, conn, run, batch=10)
 
 

@@ -20,6 +20,8 @@ from lab import harness, registry
 from variants import consume_pipelined
 from variants.consume_pipelined import decode_credit, decode_event_id
 
+pytestmark = pytest.mark.usefixtures("on_p_schema")  # p's own schema, as p runs
+
 
 def verdict(decode, value):
     """What a decoder makes of a value (or a message): what it read, or the poison's reason."""

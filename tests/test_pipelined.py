@@ -21,6 +21,8 @@ import measure_rebalance
 from variants import consume_batched, consume_pipelined
 from variants.consume_pipelined import claim_and_credit
 
+pytestmark = pytest.mark.usefixtures("on_p_schema")  # p's own schema, as p runs
+
 
 def credits(ids, account=1, amount=10) -> dict:
     return {i: {"account_id": account, "amount": amount} for i in ids}

@@ -69,16 +69,19 @@ def test_what_the_harness_reads_of_a_variant_without_loading_it_is_what_the_vari
 
 
 def test_a_setup_that_names_no_string_constant_is_refused_in_one_line(tmp_path, monkeypatch):
-    for setup, says in (("variants.consume_pipelined:NO_SUCH_CONSTANT", "variants/consume_pipelined.py"),
-                        ("variants.no_such_module:SQL", "variants/no_such_module.py")):
-        declared = tmp_path / f"ref_{abs(hash(setup))}.py"
-        declared.write_text(f"VARIANTS = {{'ref-x': {{'label': 'ref-x: y', 'setup': {setup!r}}}}}\n")
-        monkeypatch.setenv(registry.EXTRA, str(declared))
+    try:
+        for setup, says in (("variants.consume_pipelined:NO_SUCH_CONSTANT", "variants/consume_pipelined.py"),
+                            ("variants.no_such_module:SQL", "variants/no_such_module.py")):
+            declared = tmp_path / f"ref_{abs(hash(setup))}.py"
+            declared.write_text(f"VARIANTS = {{'ref-x': {{'label': 'ref-x: y', 'setup': {setup!r}}}}}\n")
+            monkeypatch.setenv(registry.EXTRA, str(declared))
+            registry.everything.cache_clear()
+            with pytest.raises(registry.DeclarationError,
+                               match=f"names {setup}, which is not a string literal of {says}"):
+                registry.setup_sql("ref-x")
+    finally:  # the registry as the other tests know it, whatever happened
+        monkeypatch.undo()
         registry.everything.cache_clear()
-        with pytest.raises(registry.DeclarationError, match=f"names {setup}, which is not a string literal of {says}"):
-            registry.setup_sql("ref-x")
-    monkeypatch.undo()
-    registry.everything.cache_clear()
 
 
 def test_a_variant_gets_only_the_flags_it_reads():
