@@ -9,7 +9,7 @@ FORCE ?=
 SERIAL_STACK := LAB_STACK_HOME=$(CURDIR)/.cache/serial KAFKA_BROKERS=localhost:59392 \
   CONSUMER_DSN=postgresql://inbox_consumer:inbox_consumer@localhost:55732/consumer
 
-.PHONY: setup setup-frameworks examples up down status demo tour test test-post test-frameworks test-examples lint measure report up-replicated test-replicated measure-cluster
+.PHONY: setup setup-frameworks examples up down status demo tour test test-post test-frameworks test-examples lint measure measure-conformance report up-replicated test-replicated measure-cluster
 
 setup: $(VENV)/.installed $(KAFKA_JAR)
 
@@ -146,7 +146,19 @@ measure: up
 	  --idle-tx-timeout-ms 5000 --out results/faults-more-idle-tx.json
 	# M10's offsets-expired needs a broker that forgets an empty group's offsets in a minute: a stack of
 	# its own (docs/faults-more.md, "Running offsets-expired"); not run here
+	$(MAKE) measure-conformance
 	$(PY) -m lab.report
+
+# The conformance table (docs/conformance.md): each consumer through the seven checks, about 13
+# minutes each; the Java pair needs `make examples`, the FastStream rows `make setup-frameworks`.
+measure-conformance: up examples setup-frameworks
+	$(PY) -m measurements.conformance $(FORCE) --command "python consume.py" --out results/conformance-consume-py.json
+	$(PY) -m measurements.conformance $(FORCE) --command "java -cp examples/java/target/consumers.jar inbox.InboxConsumer" \
+	  --out results/conformance-java-inbox.json
+	$(PY) -m measurements.conformance $(FORCE) --command \
+	  "java -cp examples/java/target/consumers.jar inbox.AutoCommitConsumer" --out results/conformance-java-auto-commit.json
+	for v in fs-inbox fs-inbox-fixed c d p k o; do \
+	  $(PY) -m measurements.conformance $(FORCE) --variant $$v --out results/conformance-$$v.json || exit 1; done
 
 report: setup
 	$(PY) -m lab.report
