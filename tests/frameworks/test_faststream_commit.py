@@ -232,14 +232,17 @@ RESTART_IN_EACH_LIFE = {"events": 1500, "partitions": 3, "work_ms": 5, "kills": 
 @pytest.mark.slow
 @pytest.mark.usefixtures("services")
 @pytest.mark.serial  # the restarts stop the Postgres every test on the stack uses
-def test_a_handler_that_raised_is_redone_under_nack_on_error_and_passed_over_under_ack():
+@pytest.mark.parametrize("fixed_variant, control", [("fs-inbox-fixed", "fs-inbox"),  # confluent-kafka
+                                                    ("fs-inbox-fixed-aio", "fs-inbox-aio")])  # aiokafka
+def test_a_handler_that_raised_is_redone_under_nack_on_error_and_passed_over_under_ack(fixed_variant, control):
     """M1 with a Postgres restart halfway through each life: handlers raise while it is down.
-    fs-inbox-fixed (NACK_ON_ERROR) reads each such message again and loses nothing; fs-inbox,
-    the control, acks past them, and its run names the lost credits and where they sat."""
-    fixed = measure_kill.run_once("fs-inbox-fixed", 1, RESTART_IN_EACH_LIFE)
+    The fixed subscriber (NACK_ON_ERROR) reads each such message again and loses nothing; the
+    control, under ACK, acks past them, and its run names the lost credits and where they sat.
+    On both of FastStream's Kafka brokers."""
+    fixed = measure_kill.run_once(fixed_variant, 1, RESTART_IN_EACH_LIFE)
     assert fixed["handler_raised"] >= 1, fixed  # the restart met a handler, or the zero proves nothing
     assert (fixed["duplicates"], fixed["lost"], fixed["balances_exact"]) == (0, 0, True), fixed
-    control = measure_kill.run_once("fs-inbox", 1, RESTART_IN_EACH_LIFE)
+    control = measure_kill.run_once(control, 1, RESTART_IN_EACH_LIFE)
     assert control["handler_raised"] >= 1 and control["lost"] >= 1 and control["duplicates"] == 0, control
     assert control["evidence"]["lost_ids"] == control["lost"], control["evidence"]
     assert all(e["records"] for e in control["evidence"]["lost"]), control["evidence"]
