@@ -252,8 +252,8 @@ CHECKS = ("copies", "kills", "zombie", "poison", "pg-restart", "broker-restart",
 def conformance_cell(r: dict | None) -> str:
     if r is None:
         return "–"
-    if r.get("error"):
-        return "error"
+    if r.get("error"):  # what kept the check from a verdict, to its first colon (the file has the rest)
+        return f"**error**: {r['error'].split(':')[0]}"
     return "passed" if r["passed"] else f"**failed**: {r['duplicates']:,} dup., {r['lost']:,} lost"
 
 
