@@ -137,24 +137,13 @@ def unchecked(conn, events):
     return consume_pipelined.batch_statement(conn, UNCHECKED, events, consumer=consume.CONSUMER_NAME)
 
 
-@pytest.mark.parametrize("statement, events, outcome, inbox", [
-    # one of two accounts gone: p's ledger has no foreign key, so `checked` alone refuses it;
-    # the other account's credit is written
-    ("checked", {"x-1": 7, "x-2": 1}, ({"x-2"}, {"x-1"}, {}), [("x-2",)]),
-    ("checked", {"x-1": 7}, (set(), {"x-1"}, {}), []),
-    # the control: the batch's only account deleted, the writes' guard skips them all and the
-    # claim commits alone, so the schedule does reach the window
-    ("unchecked (the control)", {"x-1": 7}, ({"x-1"}, set(), {}), [("x-1",)]),
-])
-def test_an_account_deleted_under_the_statement_is_parked_not_claimed_into_nothing(
-        statement, events, outcome, inbox, dsn, conn, schema):
-    """An account that `known` found and a DELETE removed before `locked` reached it: the
-    statement fails whole, and the event is parked as an unknown account on its own retry. On
-    p's schema (its setup: the ledger without its foreign key)."""
+def delete_account_7_under(claim, events: dict, dsn, conn, schema):
+    """The schedule: the statement waits on account 7's lock, which a DELETE holds and then
+    commits; the statement goes on. On p's schema (its setup: the ledger without its foreign
+    key). Returns what claim_and_credit_each answered."""
     registry.prepare("p", dsn)
     deleter = psycopg.connect(harness.scoped_dsn(schema, harness.ADMIN_DSN))
     consumer = psycopg.connect(dsn, autocommit=True)
-    claim = consume_pipelined.claim_and_credit if statement == "checked" else unchecked
     result, errors = {}, []
 
     def statement_in_flight():
@@ -178,7 +167,24 @@ def test_an_account_deleted_under_the_statement_is_parked_not_claimed_into_nothi
         deleter.close()
         consumer.close()
     assert not errors and not thread.is_alive(), errors
-    assert result["outcome"] == outcome
+    return result["outcome"]
+
+
+@pytest.mark.parametrize("statement, events, outcome, inbox", [
+    # one of two accounts gone: p's ledger has no foreign key, so `checked` alone refuses it;
+    # the other account's credit is written
+    ("checked", {"x-1": 7, "x-2": 1}, ({"x-2"}, {"x-1"}, {}), [("x-2",)]),
+    ("checked", {"x-1": 7}, (set(), {"x-1"}, {}), []),
+    # the control: the batch's only account deleted, the writes' guard skips them all and the
+    # claim commits alone, so the schedule does reach the window
+    ("unchecked (the control)", {"x-1": 7}, ({"x-1"}, set(), {}), [("x-1",)]),
+])
+def test_an_account_deleted_under_the_statement_is_parked_not_claimed_into_nothing(
+        statement, events, outcome, inbox, dsn, conn, schema):
+    """An account that `known` found and a DELETE removed before `locked` reached it: the
+    statement fails whole, and the event is parked as an unknown account on its own retry."""
+    claim = consume_pipelined.claim_and_credit if statement == "checked" else unchecked
+    assert delete_account_7_under(claim, events, dsn, conn, schema) == outcome
     assert conn.execute("SELECT message_id FROM processed_messages").fetchall() == inbox
     assert conn.execute("SELECT event_id FROM ledger WHERE account_id = 7").fetchall() == []
 
@@ -187,32 +193,7 @@ def test_the_count_is_what_keeps_p_s_ledger_from_crediting_a_deleted_account(dsn
     """The control for `checked` on p's schema: the same schedule (one of the batch's two
     accounts deleted while the statement waits for its lock) through the statement without
     the count writes a ledger row for an account that no longer exists, which no key stops."""
-    registry.prepare("p", dsn)
-    deleter = psycopg.connect(harness.scoped_dsn(schema, harness.ADMIN_DSN))
-    consumer = psycopg.connect(dsn, autocommit=True)
-    errors = []
-
-    def statement_in_flight():
-        try:
-            consume_pipelined.claim_and_credit_each(
-                consumer, {"x-1": {"account_id": 7, "amount": 5}, "x-2": {"account_id": 1, "amount": 5}}, unchecked)
-        except Exception as e:  # raised below
-            errors.append(e)
-
-    try:
-        deleter.execute("SELECT 1 FROM accounts WHERE id = 7 FOR UPDATE")
-        thread = threading.Thread(target=statement_in_flight)
-        thread.start()
-        harness.wait_until(lambda: conn.execute("SELECT wait_event_type = 'Lock' FROM pg_stat_activity WHERE pid = %s",
-                                                (consumer.info.backend_pid,)).fetchone()[0] is True, 30,
-                           "the statement to wait on account 7's lock", interval_s=0.02)
-        deleter.execute("DELETE FROM accounts WHERE id = 7")
-        deleter.commit()
-        thread.join(30)
-    finally:
-        deleter.close()
-        consumer.close()
-    assert not errors and not thread.is_alive(), errors
+    delete_account_7_under(unchecked, {"x-1": 7, "x-2": 1}, dsn, conn, schema)
     assert conn.execute("SELECT event_id FROM ledger WHERE account_id = 7").fetchall() == [("x-1",)]
     assert conn.execute("SELECT count(*) FROM accounts WHERE id = 7").fetchone() == (0,)
 
