@@ -460,17 +460,22 @@ def stored_fingerprint(path: Path) -> str | None:
 
 
 def build() -> list[Path]:
-    """Draw every chart whose inputs exist; the paths written."""
+    """Draw every chart whose inputs exist and whose PNG was not drawn from them already; the
+    paths written. A chart is written whole or not at all (a temporary file, then a rename), so
+    whoever reads it meanwhile (a check in another process) never sees half a PNG."""
     plt, written = None, []
     for name, chart in CHARTS.items():
-        if (mark := fingerprint(name)) is None:
+        path = path_of(name)
+        if (mark := fingerprint(name)) is None or (path.exists() and stored_fingerprint(path) == mark):
             continue
         plt = plt or pyplot()
         fig = chart(plt, *map(load, chart.files))
         fig.tight_layout()
-        fig.savefig(path_of(name), dpi=110, metadata={HASH_KEY: mark})
+        drawing = path.with_name(f".{path.name}.drawing")
+        fig.savefig(drawing, dpi=110, format="png", metadata={HASH_KEY: mark})
         plt.close(fig)
-        written.append(path_of(name))
+        drawing.replace(path)
+        written.append(path)
     return written
 
 
