@@ -153,10 +153,10 @@ measure: up
 # minutes each; the Java pair needs `make examples`, the FastStream rows `make setup-frameworks`.
 measure-conformance: up examples setup-frameworks
 	$(PY) -m measurements.conformance $(FORCE) --command "python consume.py" --out results/conformance-consume-py.json
-	$(PY) -m measurements.conformance $(FORCE) --command "java -cp examples/java/target/consumers.jar inbox.InboxConsumer" \
-	  --out results/conformance-java-inbox.json
-	$(PY) -m measurements.conformance $(FORCE) --command \
-	  "java -cp examples/java/target/consumers.jar inbox.AutoCommitConsumer" --out results/conformance-java-auto-commit.json
+	for c in InboxConsumer:inbox AutoCommitConsumer:auto-commit; do \
+	  java="java -cp examples/java/target/consumers.jar inbox.$${c%%:*}"; \
+	  $(PY) -m measurements.conformance $(FORCE) --command "$$java" --version-command "$$java --version" \
+	    --out results/conformance-java-$${c##*:}.json || exit 1; done
 	for v in fs-inbox fs-inbox-fixed c d p k o; do \
 	  $(PY) -m measurements.conformance $(FORCE) --variant $$v --out results/conformance-$$v.json || exit 1; done
 

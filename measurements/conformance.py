@@ -10,7 +10,9 @@ run of the results file:
 
     copies          every credit published twice (every fourth three times), same key, the
                     copies later in the log than the originals; one consumer drains
-    kills           M1's seeded SIGKILL schedule, then one consumer drains
+    kills           M1's seeded SIGKILL schedule while the credits are published at a pace
+                    spread over it (so every kill meets credits still coming, however fast
+                    the consumer), then one consumer drains
     zombie          M2 with the stall made in the database (lab/faults/db_stall.py): two
                     chosen events stall past max.poll.interval.ms, two consumers
     poison          a battery of bad messages between good credits, on one partition
@@ -65,6 +67,7 @@ SOAK_ACTIONS = {"pause-consumer": "pause"}
 SOAK_LIFE = (10.0, 30.0)  # seconds between SIGKILLs in the soak
 SOAK_PAUSE = (2.0, 10.0)  # seconds a paused consumer stands still (past the session timeout, sometimes)
 SOAK_CONSUMERS = 2
+KILL_START_S = 4.0  # kills: what the pace allows each life for its consumer to start (and join)
 
 # The poison battery: (what it is, key, value, headers, the event IDs it carries). Each
 # readable ID is its own, so "nothing poison applied" is a look for them among the effects;
@@ -218,28 +221,41 @@ def check_copies(variant: str, config: dict) -> dict:
 
 def check_kills(variant: str, config: dict) -> dict:
     n = sized(config, "kills")
-    events = harness.make_events(n, prefix="kl", seed=config["seed"])
+    lives = nemesis.kill_schedule(config["seed"], config["kills"], config["life"])
+    # Paced, not up front: a consumer that applies thousands a second would drain them all in its
+    # first life and no kill would land mid-stream. The stream runs until the last kill, so every
+    # kill meets credits still coming, however fast the consumer; its pace makes about n of them.
+    rate = n / (sum(lives) + KILL_START_S * len(lives))
     args, query = group_args(variant, config), effects_query(variant)
     with space_for("kills", variant) as space, crew(variant, space, args, "kills") as team:
-        harness.produce_events(space.topic, events)
+        stream = Stream(space.topic, rate, config["seed"], prefix="kl")
+        stream.start()
+        try:
+            harness.wait_until(lambda: stream.acked or not stream.is_alive(), 60,
+                               "the kills' first credits to be acknowledged")
 
-        def after_kill(k, life, worker, exit_code):
-            rows, distinct = applied_by(query)(space.admin)
-            results.progress(f"kills: {k} of {config['kills']}, {distinct} of {n} credits applied")
-            return {"kill": k, "life_s": life, "effects": rows, "applied": distinct, "exit_code": exit_code}
+            def after_kill(k, life, worker, exit_code):
+                published = stream.sent  # before the count of applied ones: applied <= published
+                rows, distinct = applied_by(query)(space.admin)
+                results.progress(f"kills: {k} of {config['kills']}, {distinct} of {published} credits applied")
+                return {"kill": k, "life_s": life, "effects": rows, "applied": distinct, "published": published,
+                        "exit_code": exit_code}
 
-        kill_log = nemesis.kill_loop(
-            nemesis.kill_schedule(config["seed"], config["kills"], config["life"]), start=team.start,
-            working=lambda worker: worker.working(space.group, space.topic) == "effect", after_kill=after_kill)
+            kill_log = nemesis.kill_loop(lives, start=team.start,
+                                         working=lambda worker: worker.working(space.group, space.topic) == "effect",
+                                         after_kill=after_kill)
+        finally:
+            stream.halt.set()
+            stream.join(200)
+        events = list(stream.acked)
         last = team.start()
-        recovery = harness.settle([last], space.admin, None, max(300.0, n * 0.1), space.group, space.topic,
+        recovery = harness.settle([last], space.admin, len(events), max(300.0, n * 0.1), space.group, space.topic,
                                   still_s=3.0, applied=applied_by(query), tolerate_exits=supervised(variant))
         killed = sum(entry["exit_code"] is None for entry in kill_log)
-        mid_stream = sum(entry["exit_code"] is None and entry["applied"] < n for entry in kill_log)
-        if not mid_stream:
-            raise CannotRun(f"no kill landed mid-stream: the consumer applied all {n} credits within its first "
-                            "life (raise --scale, or shorten --life)")
+        # every kill landed mid-stream: the stream stops only after the last one
+        mid_stream = killed
         return judged(variant, space, events, {"kills": killed, "mid_stream": mid_stream, "settled": recovery.settled,
+                                               "rate_per_s": round(rate, 1), "refused_sends": stream.refused,
                                                "exited_by_themselves": [e["exit_code"] for e in kill_log
                                                                         if e["exit_code"] is not None],
                                                **counted(team.started, "skipped")})
@@ -340,13 +356,14 @@ def check_restarts(fault: str, times: int):
 
 class Stream(threading.Thread):
     """Credits published at `rate` a second until stopped; those the broker acknowledged are
-    what the soak published (a send it refused is counted apart)."""
+    what was published (a send it refused is counted apart)."""
 
-    def __init__(self, topic: str, rate: float, seed: int):
-        super().__init__(name="soak-stream", daemon=True)
-        self.topic, self.rate, self.rng = topic, rate, random.Random(seed)
+    def __init__(self, topic: str, rate: float, seed: int, prefix: str = "sk"):
+        super().__init__(name=f"{prefix}-stream", daemon=True)
+        self.topic, self.rate, self.rng, self.prefix = topic, rate, random.Random(seed), prefix
         self.acked: list[tuple[str, dict]] = []
         self.refused = 0
+        self.sent = 0
         self.halt = threading.Event()
         self.unflushed = 0
 
@@ -357,10 +374,9 @@ class Stream(threading.Thread):
             self.refused += 1
 
     def run(self) -> None:
-        producer, sent, began = make_producer(), 0, time.monotonic()
+        producer, began = make_producer(), time.monotonic()
         while not self.halt.is_set():
-            sent += 1
-            event_id = f"sk-{sent}"
+            event_id = f"{self.prefix}-{self.sent + 1}"
             event = {"account_id": self.rng.randint(1, harness.ACCOUNTS), "amount": self.rng.randint(1, 100)}
             while True:
                 try:
@@ -369,8 +385,9 @@ class Stream(threading.Thread):
                     break
                 except BufferError:  # the local queue is full (the broker is restarting): wait for room
                     producer.poll(0.1)
+            self.sent += 1
             producer.poll(0)
-            self.halt.wait(max(0.0, began + sent / self.rate - time.monotonic()))
+            self.halt.wait(max(0.0, began + self.sent / self.rate - time.monotonic()))
         end = time.monotonic() + 180
         while (left := producer.flush(1.0)) and time.monotonic() < end:
             pass

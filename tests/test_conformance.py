@@ -1,7 +1,8 @@
 """The conformance matrix (measurements/conformance.py, docs/conformance.md): consume.py as a
 plain command passes the copies, the poison and the kills; the naive consumer, the control,
-fails the copies and the kills; a check that cannot run is a row, not a crash; a command that
-cannot be measured is one line. Small sizes: the whole file takes about a minute."""
+fails the copies and the kills; a fast consumer's kills land mid-stream; a check that cannot
+run is a row, not a crash; a command that cannot be measured is one line. Small sizes: the
+whole file takes about a minute and a half."""
 import json
 
 import pytest
@@ -51,6 +52,18 @@ def test_the_control_a_naive_command_fails_the_copies_and_the_kills(tmp_path):
         [first, *_] = row["evidence"]["duplicated"]
         assert first["applied"] >= 2 and first["records"], row["evidence"]  # where its records sit: partition/offset
     assert rows["copies"]["duplicates"] >= 1000  # the second copy of each of 1,000 credits, at least
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("services")
+def test_every_kill_lands_mid_stream_even_on_a_fast_consumer(tmp_path):
+    """d drains thousands of credits a second: published up front, they were all applied in its
+    first life and no kill landed mid-stream. Paced over the schedule, each kill meets credits."""
+    args = conformance.parse_args(["--variant", "d", "--checks", "kills", "--out", str(tmp_path / "d.json"), *SMALL])
+    assert conformance.main(args) == 0
+    [row] = json.loads((tmp_path / "d.json").read_text())["runs"]
+    assert row["error"] is None and (row["duplicates"], row["lost"]) == (0, 0), row
+    assert row["details"]["kills"] == row["details"]["mid_stream"] == 3, row["details"]
 
 
 @pytest.mark.usefixtures("services")
