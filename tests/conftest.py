@@ -46,15 +46,33 @@ def services(postgres, kafka):
     return postgres, kafka
 
 
+def pytest_collection_modifyitems(config, items):
+    """--dist loadgroup sends the tests of one xdist_group to one worker by the "@NAME" suffix
+    each worker adds to their node IDs. pytest-xdist 3.8.0 adds it to `item._nodeid`, which
+    pytest 9 no longer reads (a node's ID is `item._id`), so the suffix never reached the
+    scheduler and a group's tests spread over every worker, each waiting on the group's lock
+    below while it could have run something else. Add it where pytest 9 reads it."""
+    if not getattr(config.option, "loadgroup", False) or not items or not hasattr(items[0], "_id"):
+        return  # not a loadgroup worker, or a pytest older than 9, where pytest-xdist's own suffix works
+    from _pytest.nodeid import NodeId
+
+    for item in items:
+        names = sorted({str(mark.args[0] if mark.args else mark.kwargs.get("name", "default"))
+                        for mark in item.iter_markers("xdist_group")})
+        if names and "@" not in item.nodeid.rpartition("]")[2]:
+            item._id = NodeId.parse(f"{item.nodeid}@{'_'.join(names)}")
+
+
 GROUP_WAIT_S = 600.0  # longer than any one test of a group takes, shorter than CI's patience
 
 
 @pytest.fixture(autouse=True)
 def _one_group_member_at_a_time(request, tmp_path_factory):
     """Tests marked xdist_group(NAME) share state (the measurement lock, the default database and
-    topic) and must not overlap. pytest-xdist 3.8.0 under pytest 9 does not honour the mark (its
-    workers never see --dist loadgroup, so the group's tests spread over all of them); so each
-    such test holds the group's file lock, shared by the session's workers, while it runs."""
+    topic) and must not overlap. With --dist loadgroup (make test) they run in one worker, in
+    turn (pytest_collection_modifyitems above); under any other -n they would spread over the
+    workers, so each such test also holds the group's file lock, shared by the session's
+    workers, while it runs."""
     mark = request.node.get_closest_marker("xdist_group")
     if mark is None:
         yield

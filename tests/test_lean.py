@@ -7,6 +7,7 @@ test_fuzz.py and test_kafka.py run p's whole contract on them.)"""
 import gc
 import json
 import threading
+import time
 
 import hypothesis
 import psycopg
@@ -213,3 +214,48 @@ def test_p_s_ledger_keeps_the_keys_other_promise_no_account_with_credits_goes(ds
             conn.execute(change)
     conn.execute("DELETE FROM accounts WHERE id = 4")  # no credits: it may go
     assert conn.execute("SELECT id FROM accounts WHERE id IN (3, 4)").fetchall() == [(3,)]
+
+
+def setup_waited_on_an_open_credit(where: str, admin) -> bool:
+    """Run p's setup on `where` while a credit's transaction is open there (a ledger row and a
+    balance written, not committed); whether the setup had to wait for it. Seen from a third
+    session: the setup's backend blocked by the credit's; the credit then rolls back, so a
+    setup that waited finishes."""
+    with psycopg.connect(where) as crediting:
+        crediting.execute("UPDATE accounts SET balance = balance + 5 WHERE id = 2")
+        crediting.execute("INSERT INTO ledger (event_id, account_id, amount) VALUES ('open-1', 2, 5)")
+        errors, done = [], threading.Event()
+
+        def set_up():
+            try:
+                registry.prepare("p", where)
+            except BaseException as e:  # noqa: BLE001 - the test's thread: its error fails the test below
+                errors.append(e)
+            finally:
+                done.set()
+
+        threading.Thread(target=set_up, daemon=True).start()
+        waited, deadline = False, time.monotonic() + 30
+        while not done.wait(0.05):
+            if admin.execute("SELECT count(*) FROM pg_stat_activity WHERE %s = ANY(pg_blocking_pids(pid))",
+                             [crediting.info.backend_pid]).fetchone()[0]:
+                waited = True
+                crediting.rollback()
+                break
+            assert time.monotonic() < deadline, "p's setup neither finished nor waited on the open credit in 30 s"
+        assert done.wait(30), "p's setup still ran 30 s after the credit it waited on rolled back"
+        assert not errors, errors
+    return waited
+
+
+def test_p_s_setup_run_again_waits_for_no_credit_in_flight(dsn, conn):
+    """Every worker start runs p's setup, beside workers already crediting: once the schema has
+    it, the setup takes no lock that an open credit holds. The control: the first setup (it
+    drops the ledger's key, ALTER TABLE) waits for the credit, so this would see a setup that did."""
+    assert not setup_waited_on_an_open_credit(dsn, conn)
+    first_time = harness.unique("t")
+    harness.create_schema(first_time)
+    try:
+        assert setup_waited_on_an_open_credit(harness.scoped_dsn(first_time), conn)
+    finally:
+        harness.drop_schema(first_time)
