@@ -58,8 +58,9 @@ def test_the_fast_decoder_agrees_with_consume_py_at_the_edges(value):
 
 
 JSON_VALUES = st.recursive(st.none() | st.booleans() | st.integers(-2**70, 2**70) | st.floats() | st.text(max_size=8),
-                           lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner,
-                                                                                       max_size=3), max_leaves=8)
+                           lambda inner: st.one_of(st.lists(inner, max_size=3),
+                                                   st.dictionaries(st.text(max_size=8), inner, max_size=3)),
+                           max_leaves=8)
 FIELD = st.one_of(st.integers(-5, 2**63), st.sampled_from([0, 1, 2**31 - 1, 2**31, 2**53, 2**53 + 1]), JSON_VALUES)
 
 
