@@ -10,9 +10,9 @@ run of the results file:
 
     copies          every credit published twice (every fourth three times), same key, the
                     copies later in the log than the originals; one consumer drains
-    kills           M1's seeded SIGKILL schedule while the credits are published at a pace
-                    spread over it (so every kill meets credits still coming, however fast
-                    the consumer), then one consumer drains
+    kills           M1's seeded SIGKILL schedule while the consumer is kept a backlog of
+                    credits to apply (so its kills land mid-stream, however fast it is),
+                    then one consumer drains
     zombie          M2 with the stall made in the database (lab/faults/db_stall.py): two
                     chosen events stall past max.poll.interval.ms, two consumers
     poison          a battery of bad messages between good credits, on one partition
@@ -67,7 +67,6 @@ SOAK_ACTIONS = {"pause-consumer": "pause"}
 SOAK_LIFE = (10.0, 30.0)  # seconds between SIGKILLs in the soak
 SOAK_PAUSE = (2.0, 10.0)  # seconds a paused consumer stands still (past the session timeout, sometimes)
 SOAK_CONSUMERS = 2
-KILL_START_S = 4.0  # kills: what the pace allows each life for its consumer to start (and join)
 
 # The poison battery: (what it is, key, value, headers, the event IDs it carries). Each
 # readable ID is its own, so "nothing poison applied" is a look for them among the effects;
@@ -222,40 +221,58 @@ def check_copies(variant: str, config: dict) -> dict:
 def check_kills(variant: str, config: dict) -> dict:
     n = sized(config, "kills")
     lives = nemesis.kill_schedule(config["seed"], config["kills"], config["life"])
-    # Paced, not up front: a consumer that applies thousands a second would drain them all in its
-    # first life and no kill would land mid-stream. The stream runs until the last kill, so every
-    # kill meets credits still coming, however fast the consumer; its pace makes about n of them.
-    rate = n / (sum(lives) + KILL_START_S * len(lives))
     args, query = group_args(variant, config), effects_query(variant)
+    applied = applied_by(query)
     with space_for("kills", variant) as space, crew(variant, space, args, "kills") as team:
-        stream = Stream(space.topic, rate, config["seed"], prefix="kl")
-        stream.start()
+        # n credits up front, and more as they are applied, so that the consumer always has n
+        # ahead of it until the last kill: a consumer that applies thousands a second would
+        # otherwise drain them in its first life and meet its kills idle.
+        backlog = Backlog(space.topic, config["seed"], prefix="kl", ahead=n, dsn=space.admin, query=query)
+        backlog.start()
+
+        def start():
+            """A consumer whose SIGKILL from the schedule first notes how many credits had been
+            sent and then how many were applied (in that order, which can only undercount the
+            work left: the consumer still runs while they are read)."""
+            worker = team.start()
+            sigkill = worker.kill
+
+            def kill():
+                if not hasattr(worker, "at_kill"):  # the schedule's kill, not a later stop
+                    sent = backlog.sent
+                    worker.at_kill = (sent, applied(space.admin)[1])
+                sigkill()
+            worker.kill = kill
+            return worker
+
+        def after_kill(k, life, worker, exit_code):
+            sent, applied_then = getattr(worker, "at_kill", (None, None))
+            rows, distinct = applied(space.admin)
+            results.progress(f"kills: {k} of {config['kills']}, at the kill {applied_then} of {sent} credits sent "
+                             "were applied")
+            return {"kill": k, "life_s": life, "effects": rows, "applied": distinct, "sent_at_kill": sent,
+                    "applied_at_kill": applied_then, "exit_code": exit_code}
+
         try:
-            harness.wait_until(lambda: stream.acked or not stream.is_alive(), 60,
+            harness.wait_until(lambda: backlog.acked or not backlog.is_alive(), 60,
                                "the kills' first credits to be acknowledged")
-
-            def after_kill(k, life, worker, exit_code):
-                published = stream.sent  # before the count of applied ones: applied <= published
-                rows, distinct = applied_by(query)(space.admin)
-                results.progress(f"kills: {k} of {config['kills']}, {distinct} of {published} credits applied")
-                return {"kill": k, "life_s": life, "effects": rows, "applied": distinct, "published": published,
-                        "exit_code": exit_code}
-
-            kill_log = nemesis.kill_loop(lives, start=team.start,
+            kill_log = nemesis.kill_loop(lives, start=start,
                                          working=lambda worker: worker.working(space.group, space.topic) == "effect",
                                          after_kill=after_kill)
         finally:
-            stream.halt.set()
-            stream.join(200)
-        events = list(stream.acked)
+            backlog.finish()
+        events = list(backlog.acked)
         last = team.start()
         recovery = harness.settle([last], space.admin, len(events), max(300.0, n * 0.1), space.group, space.topic,
-                                  still_s=3.0, applied=applied_by(query), tolerate_exits=supervised(variant))
+                                  still_s=3.0, applied=applied, tolerate_exits=supervised(variant))
         killed = sum(entry["exit_code"] is None for entry in kill_log)
-        # every kill landed mid-stream: the stream stops only after the last one
-        mid_stream = killed
+        # mid-stream: at its SIGKILL, credits had been sent that the consumer had not applied
+        mid_stream = sum(entry["exit_code"] is None and entry["applied_at_kill"] is not None
+                         and entry["applied_at_kill"] < entry["sent_at_kill"] for entry in kill_log)
+        if not mid_stream:
+            raise CannotRun(f"no kill landed mid-stream ({killed} kills, {len(events)} credits published)")
         return judged(variant, space, events, {"kills": killed, "mid_stream": mid_stream, "settled": recovery.settled,
-                                               "rate_per_s": round(rate, 1), "refused_sends": stream.refused,
+                                               "refused_sends": backlog.refused, "unflushed_sends": backlog.unflushed,
                                                "exited_by_themselves": [e["exit_code"] for e in kill_log
                                                                         if e["exit_code"] is not None],
                                                **counted(team.started, "skipped")})
@@ -354,18 +371,17 @@ def check_restarts(fault: str, times: int):
     return check
 
 
-class Stream(threading.Thread):
-    """Credits published at `rate` a second until stopped; those the broker acknowledged are
-    what was published (a send it refused is counted apart)."""
+class Publisher(threading.Thread):
+    """Credits published from a thread until halted; those the broker acknowledged are what was
+    published (a send it refused is counted apart). A subclass says when to send (`pace`)."""
 
-    def __init__(self, topic: str, rate: float, seed: int, prefix: str = "sk"):
-        super().__init__(name=f"{prefix}-stream", daemon=True)
-        self.topic, self.rate, self.rng, self.prefix = topic, rate, random.Random(seed), prefix
+    def __init__(self, topic: str, seed: int, prefix: str):
+        super().__init__(name=f"{prefix}-publisher", daemon=True)
+        self.topic, self.rng, self.prefix = topic, random.Random(seed), prefix
         self.acked: list[tuple[str, dict]] = []
-        self.refused = 0
-        self.sent = 0
+        self.refused = self.sent = self.unflushed = 0
         self.halt = threading.Event()
-        self.unflushed = 0
+        self.error: BaseException | None = None
 
     def delivered(self, err, event) -> None:
         if err is None:
@@ -373,25 +389,75 @@ class Stream(threading.Thread):
         else:
             self.refused += 1
 
+    def send(self, producer) -> None:
+        event_id = f"{self.prefix}-{self.sent + 1}"
+        event = {"account_id": self.rng.randint(1, harness.ACCOUNTS), "amount": self.rng.randint(1, 100)}
+        while True:
+            try:
+                publish(producer, self.topic, event_id, event,
+                        on_delivery=lambda err, _msg, pair=(event_id, event): self.delivered(err, pair))
+                break
+            except BufferError:  # the local queue is full (the broker is restarting): wait for room
+                producer.poll(0.1)
+        self.sent += 1
+        producer.poll(0)
+
+    def pace(self, producer) -> None:
+        raise NotImplementedError
+
     def run(self) -> None:
-        producer, began = make_producer(), time.monotonic()
+        try:
+            producer = make_producer()
+            try:
+                self.pace(producer)
+            finally:
+                end = time.monotonic() + 180
+                while (left := producer.flush(1.0)) and time.monotonic() < end:
+                    pass
+                self.unflushed = left
+        except BaseException as e:  # noqa: BLE001 - finish() raises it in the check's own thread
+            self.error = e
+
+    def finish(self) -> None:
+        """Halt, wait for the last acknowledgements; a publisher that failed fails the check."""
+        self.halt.set()
+        self.join(200)
+        if self.is_alive():
+            raise RuntimeError(f"{self.name}: still flushing 200 s after it was halted")
+        if self.error is not None:
+            raise RuntimeError(f"{self.name} failed: {one_line(self.error)}") from self.error
+
+
+class Stream(Publisher):
+    """Credits at `rate` a second."""
+
+    def __init__(self, topic: str, rate: float, seed: int, prefix: str = "sk"):
+        super().__init__(topic, seed, prefix)
+        self.rate = rate
+
+    def pace(self, producer) -> None:
+        began = time.monotonic()
         while not self.halt.is_set():
-            event_id = f"{self.prefix}-{self.sent + 1}"
-            event = {"account_id": self.rng.randint(1, harness.ACCOUNTS), "amount": self.rng.randint(1, 100)}
-            while True:
-                try:
-                    publish(producer, self.topic, event_id, event,
-                            on_delivery=lambda err, _msg, pair=(event_id, event): self.delivered(err, pair))
-                    break
-                except BufferError:  # the local queue is full (the broker is restarting): wait for room
-                    producer.poll(0.1)
-            self.sent += 1
-            producer.poll(0)
+            self.send(producer)
             self.halt.wait(max(0.0, began + self.sent / self.rate - time.monotonic()))
-        end = time.monotonic() + 180
-        while (left := producer.flush(1.0)) and time.monotonic() < end:
-            pass
-        self.unflushed = left
+
+
+class Backlog(Publisher):
+    """Credits kept `ahead` of what the consumer has applied (the distinct IDs of `query`'s
+    effects, looked at fifty times a second on one connection): `ahead` of them at once, then as
+    many more as it applies."""
+
+    def __init__(self, topic: str, seed: int, prefix: str, ahead: int, dsn: str, query: str):
+        super().__init__(topic, seed, prefix)
+        self.ahead, self.dsn, self.query = ahead, dsn, query
+
+    def pace(self, producer) -> None:
+        with psycopg.connect(self.dsn, autocommit=True) as conn:
+            while not self.halt.is_set():
+                applied = conn.execute(f"SELECT count(DISTINCT e) FROM ({self.query}) AS effects(e)").fetchone()[0]
+                for _ in range(applied + self.ahead - self.sent):
+                    self.send(producer)
+                producer.poll(0.02)  # the acknowledgements' callbacks run here
 
 
 def soak_plan(config: dict) -> list[tuple[float, str]]:
@@ -447,8 +513,7 @@ def check_soak(variant: str, config: dict) -> dict:
                 results.progress(f"soak: {entry['action']} at {entry['at_s']:g} s ({len(log)} of {len(plan)}), "
                                  f"{len(stream.acked)} credits acknowledged")
         finally:
-            stream.halt.set()
-            stream.join(200)
+            stream.finish()
         events = list(stream.acked)
         results.progress(f"soak: {len(events)} credits published; draining")
         recovery = harness.settle(workers, space.admin, len(events), 600.0, space.group, space.topic,
@@ -621,6 +686,7 @@ def config_of(args) -> dict:
                        "session_timeout_ms": ZOMBIE_SESSION_MS, "consumers": 2},
             "soak_minutes": args.soak_minutes, "soak_rate": args.soak_rate, "soak_every_s": args.soak_every_s,
             "soak_actions": ["kill", *(SOAK_ACTIONS.get(f, f) for f in SOAK_FAULTS)], "sizes": SIZES,
+            "kills_publishing": "its size kept ahead of what the consumer applied, until the last kill",
             "partitions": PARTITIONS,
             **command.command_config(args)}
 

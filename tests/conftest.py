@@ -54,13 +54,11 @@ def pytest_collection_modifyitems(config, items):
     below while it could have run something else. Add it where pytest 9 reads it."""
     if not getattr(config.option, "loadgroup", False) or not items or not hasattr(items[0], "_id"):
         return  # not a loadgroup worker, or a pytest older than 9, where pytest-xdist's own suffix works
-    from _pytest.nodeid import NodeId
-
     for item in items:
         names = sorted({str(mark.args[0] if mark.args else mark.kwargs.get("name", "default"))
                         for mark in item.iter_markers("xdist_group")})
         if names and "@" not in item.nodeid.rpartition("]")[2]:
-            item._id = NodeId.parse(f"{item.nodeid}@{'_'.join(names)}")
+            item._id = type(item._id).parse(f"{item.nodeid}@{'_'.join(names)}")
 
 
 GROUP_WAIT_S = 600.0  # longer than any one test of a group takes, shorter than CI's patience
