@@ -49,13 +49,15 @@ def life_range(text: str) -> tuple[float, float]:
     return low, high
 
 
-def kill_loop(schedule: list[float], start, working, after_kill, on_progress=None, mid_life=None) -> list[dict]:
+def kill_loop(schedule: list[float], start, working, after_kill, on_progress=None, mid_life=None,
+              before_kill=None) -> list[dict]:
     """The kill loop. For each life: start() a worker; working(worker) is True once it applied
     something and False when nothing is left to do (the loop then ends early); let it live
     `life` seconds, wherever that leaves it, and SIGKILL it. after_kill(k, life, worker,
     exit_code) makes the log entry (exit_code: None, or the code it crashed itself with).
     `mid_life(k, worker)`, if given, runs halfway through each life (another fault, landed
-    while the worker works), and what it returns joins the life's entry."""
+    while the worker works), and `before_kill(k, worker)` just before its SIGKILL (what the
+    worker faces at that moment); what each returns joins the life's entry."""
     log = []
     for k, life in enumerate(schedule, 1):
         worker = start()
@@ -72,6 +74,8 @@ def kill_loop(schedule: list[float], start, working, after_kill, on_progress=Non
         else:
             time.sleep(life)
         exit_code = worker.proc.poll()
+        if before_kill:
+            met = {**met, **(before_kill(k, worker) or {})}
         worker.kill()
         log.append({**after_kill(k, life, worker, exit_code), **met})
         if on_progress:

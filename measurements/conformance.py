@@ -137,11 +137,16 @@ def effects_query(variant: str) -> str:
     return registry.get(variant).effects or LEDGER
 
 
+def effects_counted(conn, query: str) -> tuple[int, int]:
+    """(effects, distinct event IDs among them), for any effects query."""
+    return conn.execute(f"SELECT count(*), count(DISTINCT e) FROM ({query}) AS effects(e)").fetchone()
+
+
 def applied_by(query: str):
     """settle()'s `applied` for any effects query: (effects, distinct event IDs among them)."""
     def applied(dsn: str) -> tuple[int, int]:
         with psycopg.connect(dsn) as conn:
-            return conn.execute(f"SELECT count(*), count(DISTINCT e) FROM ({query}) AS effects(e)").fetchone()
+            return effects_counted(conn, query)
     return applied
 
 
@@ -230,35 +235,23 @@ def check_kills(variant: str, config: dict) -> dict:
         backlog = Backlog(space.topic, config["seed"], prefix="kl", ahead=n, dsn=space.admin, query=query)
         backlog.start()
 
-        def start():
-            """A consumer whose SIGKILL from the schedule first notes how many credits had been
-            sent and then how many were applied (in that order, which can only undercount the
+        def before_kill(k, worker):
+            """What was sent, then what was applied (in that order, which can only undercount the
             work left: the consumer still runs while they are read)."""
-            worker = team.start()
-            sigkill = worker.kill
-
-            def kill():
-                if not hasattr(worker, "at_kill"):  # the schedule's kill, not a later stop
-                    sent = backlog.sent
-                    worker.at_kill = (sent, applied(space.admin)[1])
-                sigkill()
-            worker.kill = kill
-            return worker
+            sent = backlog.sent
+            return {"sent_at_kill": sent, "applied_at_kill": applied(space.admin)[1]}
 
         def after_kill(k, life, worker, exit_code):
-            sent, applied_then = getattr(worker, "at_kill", (None, None))
             rows, distinct = applied(space.admin)
-            results.progress(f"kills: {k} of {config['kills']}, at the kill {applied_then} of {sent} credits sent "
-                             "were applied")
-            return {"kill": k, "life_s": life, "effects": rows, "applied": distinct, "sent_at_kill": sent,
-                    "applied_at_kill": applied_then, "exit_code": exit_code}
+            results.progress(f"kills: {k} of {config['kills']}, {distinct} credits applied")
+            return {"kill": k, "life_s": life, "effects": rows, "applied": distinct, "exit_code": exit_code}
 
         try:
             harness.wait_until(lambda: backlog.acked or not backlog.is_alive(), 60,
                                "the kills' first credits to be acknowledged")
-            kill_log = nemesis.kill_loop(lives, start=start,
+            kill_log = nemesis.kill_loop(lives, start=team.start,
                                          working=lambda worker: worker.working(space.group, space.topic) == "effect",
-                                         after_kill=after_kill)
+                                         after_kill=after_kill, before_kill=before_kill)
         finally:
             backlog.finish()
         events = list(backlog.acked)
@@ -267,8 +260,8 @@ def check_kills(variant: str, config: dict) -> dict:
                                   still_s=3.0, applied=applied, tolerate_exits=supervised(variant))
         killed = sum(entry["exit_code"] is None for entry in kill_log)
         # mid-stream: at its SIGKILL, credits had been sent that the consumer had not applied
-        mid_stream = sum(entry["exit_code"] is None and entry["applied_at_kill"] is not None
-                         and entry["applied_at_kill"] < entry["sent_at_kill"] for entry in kill_log)
+        mid_stream = sum(entry["exit_code"] is None and entry["applied_at_kill"] < entry["sent_at_kill"]
+                         for entry in kill_log)
         if not mid_stream:
             raise CannotRun(f"no kill landed mid-stream ({killed} kills, {len(events)} credits published)")
         return judged(variant, space, events, {"kills": killed, "mid_stream": mid_stream, "settled": recovery.settled,
@@ -454,7 +447,7 @@ class Backlog(Publisher):
     def pace(self, producer) -> None:
         with psycopg.connect(self.dsn, autocommit=True) as conn:
             while not self.halt.is_set():
-                applied = conn.execute(f"SELECT count(DISTINCT e) FROM ({self.query}) AS effects(e)").fetchone()[0]
+                applied = effects_counted(conn, self.query)[1]
                 for _ in range(applied + self.ahead - self.sent):
                     self.send(producer)
                 producer.poll(0.02)  # the acknowledgements' callbacks run here

@@ -7,7 +7,6 @@ test_fuzz.py and test_kafka.py run p's whole contract on them.)"""
 import gc
 import json
 import threading
-import time
 
 import hypothesis
 import psycopg
@@ -235,17 +234,16 @@ def setup_waited_on_an_open_credit(where: str, admin) -> bool:
             finally:
                 done.set()
 
+        def blocked_by_the_credit() -> bool:
+            return admin.execute("SELECT count(*) FROM pg_stat_activity WHERE %s = ANY(pg_blocking_pids(pid))",
+                                 [crediting.info.backend_pid]).fetchone()[0] > 0
+
         threading.Thread(target=set_up, daemon=True).start()
-        waited, deadline = False, time.monotonic() + 30
-        while not done.wait(0.05):
-            if admin.execute("SELECT count(*) FROM pg_stat_activity WHERE %s = ANY(pg_blocking_pids(pid))",
-                             [crediting.info.backend_pid]).fetchone()[0]:
-                waited = True
-                crediting.rollback()
-                break
-            assert time.monotonic() < deadline, "p's setup neither finished nor waited on the open credit in 30 s"
+        harness.wait_until(lambda: done.is_set() or blocked_by_the_credit(), 30,
+                           "p's setup to finish or to wait on the open credit", interval_s=0.05)
+        waited = not done.is_set()  # it cannot finish while it waits on the credit's locks
+        crediting.rollback()
         assert done.wait(30), "p's setup still ran 30 s after the credit it waited on rolled back"
-        crediting.rollback()  # the credit was never meant to land
         assert not errors, errors
     return waited
 
