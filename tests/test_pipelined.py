@@ -51,6 +51,37 @@ def test_a_second_delivery_applies_only_what_is_new(conn):
     assert conn.execute("SELECT balance FROM accounts WHERE id = 1").fetchone()[0] == 30
 
 
+def test_a_replay_skips_the_plain_insert_until_a_batch_holds_no_id_claimed_before(conn):
+    """A batch with an ID claimed before fails as CLAIM_NEW_AND_CREDIT and runs again with ON
+    CONFLICT; the batches after it go straight to ON CONFLICT until one holds no such ID."""
+    claim_and_credit(conn, credits(["a"]))
+    assert conn not in consume_pipelined.REPLAYING
+    assert claim_and_credit(conn, credits(["a", "b"]))[0] == {"b"}
+    assert conn in consume_pipelined.REPLAYING
+    assert claim_and_credit(conn, credits(["b", "c"]))[0] == {"c"}
+    assert conn in consume_pipelined.REPLAYING
+    assert claim_and_credit(conn, credits(["d"]))[0] == {"d"}  # none claimed before: plain again
+    assert conn not in consume_pipelined.REPLAYING
+    assert per_id(conn) == dict.fromkeys("abcd", 1)
+    assert conn.execute("SELECT balance FROM accounts WHERE id = 1").fetchone()[0] == 40
+
+
+def test_a_claim_rolled_back_under_the_statement_leaves_it_all_to_apply(dsn, conn):
+    """The plain INSERT waits on another transaction's uncommitted claims of its IDs; that
+    transaction rolls back, so the statement claims and credits every ID itself."""
+    def claim_then_roll_back(c, hold):
+        with c.transaction():
+            c.execute("INSERT INTO processed_messages (consumer, message_id) SELECT %s, unnest(%s::text[])",
+                      [consume_pipelined.CONSUMER_NAME, ["b", "d"]])
+            hold()
+            raise psycopg.Rollback()
+
+    _, applied = second_waits_for_first(dsn, conn, claim_then_roll_back,
+                                        lambda c: claim_and_credit(c, credits(["f", "d", "e", "b"]))[0])
+    assert applied == {"b", "d", "e", "f"}
+    assert per_id(conn) == dict.fromkeys("bdef", 1)
+
+
 def test_ids_repeated_inside_a_batch_of_messages_count_once(topic, group, dsn, conn):
     """Batch keeps the first copy of each ID; the statement never sees a repeat."""
     send(topic, [(b"1", b'{"account_id": 1, "amount": 10}', [("event_id", i.encode())])
