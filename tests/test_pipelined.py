@@ -1,5 +1,6 @@
 """The pipelined batched inbox (variant p) against a real PostgreSQL and, where it says so,
 a real Kafka: the one statement, its lock order beside d's, poison, a rebalance and kills."""
+import random
 import threading
 
 import psycopg
@@ -134,6 +135,32 @@ def test_p_beside_p_and_d_never_deadlocks(dsn, conn):
     assert errors == []
     assert conn.execute("SELECT count(*), count(DISTINCT event_id) FROM ledger").fetchone() == (2250, 2250)
     assert conn.execute("SELECT sum(balance) FROM accounts").fetchone()[0] == 2250
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_four_connections_racing_over_shared_ids_credit_each_once(seed, dsn, conn):
+    """Four connections, unsynchronised, each sending batches drawn at random from one pool of
+    IDs: most batches meet IDs another connection claimed a moment before, or holds uncommitted,
+    so the plain INSERT fails or waits, and the ON CONFLICT run and the replay's path take over.
+    Every ID sent is credited once, whatever the interleaving."""
+    pool = [f"s{seed}-{i}" for i in range(400)]
+    sent, errors = set(), []
+
+    def race(worker: int):
+        rng = random.Random(seed * 10 + worker)
+        with psycopg.connect(dsn, autocommit=True) as c:
+            for _ in range(25):
+                ids = rng.sample(pool, 40)
+                sent.update(ids)
+                try:
+                    claim_and_credit(c, {i: {"account_id": int(i.split("-")[1]) % 9 + 1, "amount": 1} for i in ids})
+                except psycopg.Error as e:
+                    errors.append(e)
+
+    run_threads([threading.Thread(target=race, args=(w,)) for w in range(4)])
+    assert errors == []
+    assert conn.execute("SELECT count(*), count(DISTINCT event_id) FROM ledger").fetchone() == (len(sent), len(sent))
+    assert conn.execute("SELECT sum(balance) FROM accounts").fetchone()[0] == len(sent)
 
 
 @pytest.mark.parametrize("connections", [1, 2])
