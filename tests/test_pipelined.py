@@ -67,6 +67,36 @@ def test_a_replay_skips_the_plain_insert_until_a_batch_holds_no_id_claimed_befor
     assert conn.execute("SELECT balance FROM accounts WHERE id = 1").fetchone()[0] == 40
 
 
+def test_a_replay_on_a_partitioned_inbox_is_skipped_not_refused(dsn, conn):
+    """A partitioned inbox's unique violations name its partitions' keys, not the table's: IDs
+    claimed before are still skips, and none of the batch is parked as refused."""
+    conn.execute("""
+        DROP TABLE processed_messages;
+        CREATE TABLE processed_messages (consumer text NOT NULL, message_id text NOT NULL,
+            processed_at timestamptz NOT NULL DEFAULT now(), PRIMARY KEY (consumer, message_id))
+            PARTITION BY RANGE (message_id);
+        CREATE TABLE processed_messages_to_m PARTITION OF processed_messages FOR VALUES FROM (MINVALUE) TO ('m');
+        CREATE TABLE processed_messages_rest PARTITION OF processed_messages DEFAULT;
+        GRANT SELECT, INSERT ON processed_messages TO inbox_consumer""")
+    with psycopg.connect(dsn, autocommit=True) as c:
+        claim_and_credit(c, credits(["b", "n"]))
+        applied, unknown, refused = consume_pipelined.claim_and_credit_each(c, credits(["b", "c", "n", "o"]))
+    assert (applied, unknown, refused) == ({"c", "o"}, set(), {})
+    assert per_id(conn) == dict.fromkeys("bcno", 1)
+
+
+def test_a_unique_violation_outside_the_inbox_is_still_a_refused_value(dsn, conn):
+    """The fallback runs the batch again with ON CONFLICT on the inbox only: a unique index
+    elsewhere (here one put on the ledger's event_id, with a row for z already in it) still
+    refuses, and p parks that event alone with the database's reason."""
+    conn.execute("CREATE UNIQUE INDEX ledger_event_id_once ON ledger (event_id)")
+    conn.execute("INSERT INTO ledger (event_id, account_id, amount) VALUES ('z', 1, 1)")
+    with psycopg.connect(dsn, autocommit=True) as c:
+        applied, unknown, refused = consume_pipelined.claim_and_credit_each(c, credits(["y", "z"]))
+    assert applied == {"y"} and unknown == set() and list(refused) == ["z"]
+    assert "ledger_event_id_once" in refused["z"]
+
+
 def test_a_claim_rolled_back_under_the_statement_leaves_it_all_to_apply(dsn, conn):
     """The plain INSERT waits on another transaction's uncommitted claims of its IDs; that
     transaction rolls back, so the statement claims and credits every ID itself."""
@@ -138,13 +168,20 @@ def test_p_beside_p_and_d_never_deadlocks(dsn, conn):
 
 
 @pytest.mark.parametrize("seed", [1, 2])
-def test_four_connections_racing_over_shared_ids_credit_each_once(seed, dsn, conn):
+def test_four_connections_racing_over_shared_ids_credit_each_once(seed, dsn, conn, monkeypatch):
     """Four connections, unsynchronised, each sending batches drawn at random from one pool of
     IDs: most batches meet IDs another connection claimed a moment before, or holds uncommitted,
     so the plain INSERT fails or waits, and the ON CONFLICT run and the replay's path take over.
     Every ID sent is credited once, whatever the interleaving."""
     pool = [f"s{seed}-{i}" for i in range(400)]
-    sent, errors = set(), []
+    sent, errors, ran = set(), [], []
+    batch_statement = consume_pipelined.batch_statement
+
+    def noting_which(c, statement, events, **params):
+        ran.append(statement)
+        return batch_statement(c, statement, events, **params)
+
+    monkeypatch.setattr(consume_pipelined, "batch_statement", noting_which)
 
     def race(worker: int):
         rng = random.Random(seed * 10 + worker)
@@ -161,6 +198,8 @@ def test_four_connections_racing_over_shared_ids_credit_each_once(seed, dsn, con
     assert errors == []
     assert conn.execute("SELECT count(*), count(DISTINCT event_id) FROM ledger").fetchone() == (len(sent), len(sent))
     assert conn.execute("SELECT sum(balance) FROM accounts").fetchone()[0] == len(sent)
+    # both forms ran: the plain INSERT, and ON CONFLICT after one failed or while replaying
+    assert {consume_pipelined.CLAIM_NEW_AND_CREDIT, consume_pipelined.CLAIM_AND_CREDIT} <= set(ran)
 
 
 @pytest.mark.parametrize("connections", [1, 2])

@@ -285,7 +285,6 @@ def batch_statement(conn: psycopg.Connection, statement: str, events: dict, **pa
     return set(events).difference(i for i, _ in rows), {i for i, seen in rows if not seen}
 
 
-INBOX_KEY = "processed_messages_pkey"
 # The connections whose last batch held an ID claimed before: a replay (after a crash, a
 # rebalance, a reset of offsets) comes in runs of such batches, each of which would fail as
 # CLAIM_NEW_AND_CREDIT first, so they go straight to CLAIM_AND_CREDIT until one holds none.
@@ -295,13 +294,18 @@ REPLAYING: "weakref.WeakSet[psycopg.Connection]" = weakref.WeakSet()
 def claim_and_credit(conn: psycopg.Connection, events: dict, consumer: str = CONSUMER_NAME) -> tuple[set, set]:
     """The whole batch in one statement: (IDs applied now, IDs for unknown accounts).
     CLAIM_NEW_AND_CREDIT first, unless this connection is replaying; if it finds an ID claimed
-    before, it has changed nothing, and CLAIM_AND_CREDIT runs the batch again, skipping it."""
+    before, it has changed nothing, and CLAIM_AND_CREDIT runs the batch again, skipping it.
+    `conn` is in autocommit, as p's connections are: each statement is its own transaction.
+
+    Any unique violation sends the batch to CLAIM_AND_CREDIT, whatever the index is called (a
+    partitioned inbox names its partitions' keys): ON CONFLICT DO NOTHING, with no target,
+    covers every unique index of the inbox, and a violation anywhere else (a unique index
+    someone put on the ledger) is raised again by that second run, as the database refusing
+    the batch's values."""
     if conn not in REPLAYING:
         try:
             return batch_statement(conn, CLAIM_NEW_AND_CREDIT, events, consumer=consumer)
-        except psycopg.errors.UniqueViolation as e:
-            if e.diag.constraint_name != INBOX_KEY:
-                raise
+        except psycopg.errors.UniqueViolation:
             REPLAYING.add(conn)
     applied, unknown = batch_statement(conn, CLAIM_AND_CREDIT, events, consumer=consumer)
     if len(applied) + len(unknown) == len(events):  # nothing in it was claimed before
