@@ -203,9 +203,9 @@ def parse_args(argv=None):
     parser.add_argument("--life", type=nemesis.life_range, default=(1.0, 8.0), metavar="MIN,MAX",
                         help="seconds a worker lives after its first side effect")
     parser.add_argument("--session-timeout-ms", type=int, default=6000)
-    parser.add_argument("--batch", type=int, default=500, help="d and p: messages per transaction")
-    parser.add_argument("--lanes", type=int, default=16, help="k only: handlers at once")
-    parser.add_argument("--connections", type=int, default=1, help="p only: statements at once")
+    parser.add_argument("--batch", type=int, help="d and p: messages per transaction (default 500)")
+    parser.add_argument("--lanes", type=int, help="k only: handlers at once (default 16)")
+    parser.add_argument("--connections", type=int, help="p only: statements at once (default 1)")
     parser.add_argument("--planted-crash", type=int, default=0, metavar="N",
                         help="first, the post's test: crash right after the DB commit of the N-th credit applied")
     parser.add_argument("--fault", type=fault_names, default=[], metavar="NAME[,NAME]",
@@ -214,13 +214,14 @@ def parse_args(argv=None):
     parser.add_argument("--explain", action="store_true", help="end with a few lines on what was measured")
     args = parser.parse_args(argv)
     command.declare_command(parser, args)
+    args.variants = [v for name in args.variant for v in {"all": POST_VARIANTS, "frameworks": registry.names(
+        group="frameworks")}.get(name, (name,))]
+    args.reads = registry.only_some_read(parser, args, args.variants, VARIANTS, batch=500, lanes=16, connections=1)
     cli.at_least(parser, args, 1, "runs", "kills", "events", "partitions", "connections", "batch", "lanes",
                  "session_timeout_ms")
     cli.at_least(parser, args, 0, "work_ms", "planted_crash")
     if args.planted_crash > args.events:
         parser.error(f"--planted-crash {args.planted_crash}: a run publishes only --events {args.events}")
-    args.variants = [v for name in args.variant for v in {"all": POST_VARIANTS, "frameworks": registry.names(
-        group="frameworks")}.get(name, (name,))]
     if args.planted_crash and (by_hand := [v for v in args.variants if "crash_after" not in registry.get(v).reads]):
         parser.error(f"--planted-crash needs variants that commit by hand after the database; not {', '.join(by_hand)}"
                      + (" (a command cannot be told where to crash)" if args.command else ""))
@@ -243,12 +244,11 @@ def main(args) -> int:
               "work_ms": args.work_ms, "life": list(args.life), "seed": args.seed,
               "session_timeout_ms": args.session_timeout_ms, "group_protocol": "classic",
               "kill": "SIGKILL (Popen.kill)", "life_from": "the worker's first side effect"}
-    reads = {flag for v in args.variants for flag in registry.get(v).reads}
-    if "batch" in reads:
+    if "batch" in args.reads:
         config["batch"] = args.batch
-    if "lanes" in reads:
+    if "lanes" in args.reads:
         config["lanes"] = args.lanes
-    if "connections" in reads and args.connections != 1:
+    if "connections" in args.reads and args.connections != 1:
         config["connections"] = args.connections
     if args.planted_crash:
         config["planted_crash"] = args.planted_crash

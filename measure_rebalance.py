@@ -163,13 +163,15 @@ def parse_args(argv=None):
     parser.add_argument("--max-poll-interval-ms", type=int, default=10000)
     parser.add_argument("--session-timeout-ms", type=int, default=6000)
     parser.add_argument("--group-protocol", choices=("classic", "consumer"), default="classic")
-    parser.add_argument("--batch", type=int, default=500, help="d and p: messages per transaction")
-    parser.add_argument("--lanes", type=int, default=16, help="k only: handlers at once")
+    parser.add_argument("--batch", type=int, help="d and p: messages per transaction (default 500)")
+    parser.add_argument("--lanes", type=int, help="k only: handlers at once (default 16)")
     args = parser.parse_args(argv)
     if args.command and (args.effects or args.schema):
         parser.error("M2 counts the ledger: --effects and --schema go with measure_kill.py")
     command.declare_command(parser, args)
     args.variant = args.variant[0] if isinstance(args.variant, list) else args.variant
+    args.variants = registry.names(group="frameworks") if args.variant == "frameworks" else (args.variant,)
+    args.reads = registry.only_some_read(parser, args, args.variants, VARIANTS, batch=500, lanes=16)
     cli.at_least(parser, args, 1, "runs", "events", "consumers", "partitions", "slow_every", "batch", "lanes",
                  "session_timeout_ms")
     cli.at_least(parser, args, 0, "work_ms")
@@ -194,13 +196,12 @@ def main(args) -> int:
               "max_poll_interval_ms": args.max_poll_interval_ms, "session_timeout_ms": args.session_timeout_ms,
               "group_protocol": args.group_protocol, "work_ms": args.work_ms, "seed": args.seed,
               **command.command_config(args)}
-    if args.variant in ("d", "p"):
+    if "batch" in args.reads:
         config["batch"] = args.batch
-    if args.variant == "k":
+    if "lanes" in args.reads:
         config["lanes"] = args.lanes
-    variants = registry.names(group="frameworks") if args.variant == "frameworks" else (args.variant,)
-    results.drive("measure_rebalance", args.out, config, [{"variant": v} for v in variants], run_once, summarise, table,
-                  verdict_line, args.force, committed=args.committed, post_lines=post_lines)
+    results.drive("measure_rebalance", args.out, config, [{"variant": v} for v in args.variants], run_once, summarise,
+                  table, verdict_line, args.force, committed=args.committed, post_lines=post_lines)
     return 0
 
 

@@ -8,6 +8,7 @@ whenever it exits, as a supervisor would, and judged on the rows its effects que
 
     python measure_kill.py --command "python consume.py" --runs 1 --kills 5
 """
+import argparse
 import functools
 import subprocess
 import sys
@@ -18,16 +19,25 @@ from lab import harness, registry
 VERSION_TIMEOUT_S = 30.0
 
 
+def not_blank(what: str):
+    """An argparse type: the text as given, refused in one line when there is nothing in it."""
+    def check(text: str) -> str:
+        if not text.strip():
+            raise argparse.ArgumentTypeError(f"{what} is empty")
+        return text
+    return check
+
+
 def command_flags(parser, which) -> None:
     """--command in the mutually exclusive group `which` (beside --variant), and its options."""
-    which.add_argument("--command", metavar="CMD",
+    which.add_argument("--command", metavar="CMD", type=not_blank("the command"),
                        help="your own consumer, started as `sh -c CMD` (docs/your-consumer.md)")
-    parser.add_argument("--effects", metavar="SQL",
+    parser.add_argument("--effects", metavar="SQL", type=not_blank("the effects query"),
                         help="with --command: a query whose rows' first column is the event ID of each effect "
                              "(default: schema.sql's ledger, and the balances are checked)")
     parser.add_argument("--schema", metavar="FILE", type=Path,
                         help="with --command: SQL run in each run's schema before your command starts")
-    parser.add_argument("--version-command", metavar="CMD",
+    parser.add_argument("--version-command", metavar="CMD", type=not_blank("the version command"),
                         help="with --command: prints your consumer's version, recorded with the results")
 
 
