@@ -419,7 +419,7 @@ def parse_args(argv=None):
     parser = cli.measurement("M3: msgs/s per variant, no kills, measured side by side.", None, events=100000,
                              seed=False)
     parser.add_argument("--variants", type=cli.names_of(VARIANTS), default=["raw", "a1", "a2", "b", "c", "d"])
-    parser.add_argument("--batch", type=int, default=500, help="d, p, raw, db, db-d: messages per batch")
+    parser.add_argument("--batch", type=int, help="d, p, raw, db, db-d: messages per batch (default 500)")
     parser.add_argument("--sweep-batch", type=cli.sizes, metavar="N,N,...",
                         help="run only d, once per batch size (default out: results/throughput-batch.json)")
     parser.add_argument("--sweep-lanes", type=cli.sizes, metavar="N,N,...",
@@ -441,6 +441,8 @@ def parse_args(argv=None):
                         help="run each variant twice a run, today's code and REV's (its worker from a git worktree, "
                              "interleaved run by run), and report today's/REV's paired by run")
     args = parser.parse_args(argv)
+    registry.only_some_read(parser, args, ["d"] if args.sweep_batch else {base_of(v) for v in args.variants},
+                            VARIANTS, batch=500)
     if args.against is not None:
         if args.inbox_rows is not None:
             parser.error("--against takes no --inbox-rows (a kept inbox is made with today's schema.sql)")

@@ -204,18 +204,19 @@ def names(*, kind: str | tuple | None = None, group: str | None = None, reads: s
 
 def only_some_read(parser, args, variants, choices, **defaults) -> set[str]:
     """Flags that only some variants read (--batch, --lanes, --connections), added to `parser` with
-    default None: one given for a variant that does not read it is refused in one line, rather
-    than silently doing nothing; the rest get `defaults`. `choices`: the variants the command
+    default None: one given when none of `variants` reads it is refused in one line, rather than
+    silently doing nothing; unset ones get `defaults`. `choices`: the variants the command
     offers, for the line's hint. Returns the flags some of `variants` read, the ones a results
     file records."""
     for key, default in defaults.items():
         if getattr(args, key) is None:
             setattr(args, key, default)
-        elif deaf := [("your command" if get(v).command else v) for v in variants if not get(v).takes(key)]:
+        elif not any(get(v).takes(key) for v in variants):
+            deaf = [("your command" if get(v).command else v) for v in variants]
             readers = [v for v in names(reads=key) if v in choices]
             hint = f"; {', '.join(readers)} {'does' if len(readers) == 1 else 'do'}" if readers else ""
-            parser.error(f"--{key.replace('_', '-')}: {', '.join(deaf)} {'does' if len(deaf) == 1 else 'do'} not "
-                         f"read it{hint}")
+            said = f"{deaf[0]} does not read it" if len(deaf) == 1 else f"none of {', '.join(deaf)} reads it"
+            parser.error(f"--{key.replace('_', '-')}: {said}{hint}")
     return {key for key in defaults for v in variants if key in get(v).reads}
 
 
