@@ -441,8 +441,8 @@ def parse_args(argv=None):
                         help="run each variant twice a run, today's code and REV's (its worker from a git worktree, "
                              "interleaved run by run), and report today's/REV's paired by run")
     args = parser.parse_args(argv)
-    registry.only_some_read(parser, args, ["d"] if args.sweep_batch else {base_of(v) for v in args.variants},
-                            VARIANTS, batch=500)
+    chosen = ["d"] if args.sweep_batch else list(dict.fromkeys(map(base_of, args.variants)))  # in the order given
+    registry.only_some_read(parser, args, chosen, VARIANTS, batch=500)
     if args.against is not None:
         if args.inbox_rows is not None:
             parser.error("--against takes no --inbox-rows (a kept inbox is made with today's schema.sql)")
