@@ -103,7 +103,7 @@ def exact(runs) -> str:
 FRAMEWORKS = {"faststream": "FastStream", "quixstreams": "Quix Streams", "aiokafka": "aiokafka"}
 # What a run may have loaded, for runs that did not record it: the code, less the tests and the
 # report's own modules (no measurement imports them; test_provenance checks a real run's record).
-REPORT_MODULES = ("report", "claims", "charts", "tables", "sections", "figures")
+REPORT_MODULES = ("report", "claims", "charts", "tables", "sections", "figures", "overview", "costs")
 CODE = ("*.py", "*.sql", ":!tests", *(f":!lab/{name}.py" for name in REPORT_MODULES))
 LISTED = 6  # changed files named in a footer; the rest are counted
 
