@@ -8,7 +8,6 @@ import functools
 from lab import results
 from lab.tables import (
     CPU_KINDS,
-    FOOTERS,
     Missing,
     Table,
     cpu_table,
@@ -30,6 +29,11 @@ TARGET_CUT = 0.30  # issue #31: p's CPU per message at least 30% lower
 def rates_table(doc: dict) -> str:
     return markdown_table(["Variant", "Runs", "msgs/s, median (min–max)"], [
         [named(name), s["runs"], spread(s["msgs_per_s"], 1)] for name, s in doc["summary"]["variants"].items()])
+
+
+def batch_of(doc: dict) -> dict:
+    """The batch size a footer names: the run's --batch, or the worker's default."""
+    return {"batch": doc["config"].get("batch", 500)}
 
 
 def throughput_tables(doc: dict) -> str:
@@ -111,9 +115,6 @@ def lean_lines(doc: dict) -> str:
     return "\n".join(lines) + "\n\n" + throughput_tables(doc)
 
 
-AGAINST_COMMAND = ("python measure_throughput.py --against 1b663da --variants p,p@2,d,db,db@2 --runs 5 --events "
-                   "100000 --out results/throughput-against.json")
-
 # #46's bars, each a paired ratio in one invocation: (what, where in the summary, at least or at most, the bar)
 AGAINST_BARS = (("p's CPU per message, today's over the old p's", ("against", "p", "cpu_us_per_msg", "total"),
                  "at most", 0.60),
@@ -144,10 +145,6 @@ def against_lines(doc: dict) -> str:
             + throughput_tables(doc))
 
 
-BARE_COMMAND = ("python measure_throughput.py --variants p,p-bare --runs 5 --events 100000 "
-                "--out results/throughput-bare.json")
-
-
 def bare_lines(doc: dict) -> str:
     """#31: the inbox's own cost at batch scale, p against p-bare (p's statement without the claim)."""
     stats, lines = doc["summary"]["variants"], []
@@ -160,28 +157,25 @@ def bare_lines(doc: dict) -> str:
     return rates_table(doc) + "\n\n" + "\n".join(lines)
 
 
-SECTIONS = {
-    "pipelined": Table("throughput-pipelined.json", None, cpu=True, body=throughput_tables, command=(
-        "python measure_throughput.py --variants raw,db-d,db,d,p --runs 5 --out results/throughput-pipelined.json"),
-        after=lambda doc: Table("throughput-connections.json", None, cpu=True, body=throughput_tables, optional=True,
-                                before="\nTwo statements at once (p@2: the worker's `--connections 2`; db@2: the "
-                                "ceiling, two connections taking the batches in turn):\n\n",
-                                footer=FOOTERS["pipelined.two"])() + p_goal(doc), footer=FOOTERS["pipelined"]),
-    "frameworks-throughput": Table("throughput-frameworks.json", None, cpu=True, body=throughput_tables, extra=lambda
-                                   doc: {"sizes": ", ".join(f"{v} {n:,}" for v, n in doc["config"].get(
-                                       "events_of", {}).items())}, command="python measure_throughput.py --variants "
-                                   "c,d,p,fs-ack,fs-inbox,qx-eos-keyed --out results/throughput-frameworks.json",
-        footer=FOOTERS["frameworks-throughput"]),
-    "lean": Table("throughput-lean.json", None, cpu=True, body=lean_lines, extra=lambda doc: {
-        "batch": doc["config"].get("batch", 500)}, command="python measure_throughput.py --variants p,p-lean-py,"
-        "p-lean-sql,p-lean,p@2,p-lean@2 --runs 5 --events 200000 --out results/throughput-lean.json",
-        footer=FOOTERS["lean"]),
-    "contention": contention_section,
-    "against": Table("throughput-against.json", None, cpu=True, body=against_lines, command=AGAINST_COMMAND,
-                     footer=FOOTERS["against"], extra=lambda doc: {
-                         "old": doc["config"]["against"]["commit"][:12], "command": AGAINST_COMMAND,
-                         "batch": doc["config"].get("batch", 500)}),
-    "bare": Table("throughput-bare.json", None, cpu=True, body=bare_lines, command=BARE_COMMAND,
-                  footer=FOOTERS["bare"], extra=lambda doc: {
-                             "batch": doc["config"].get("batch", 500)}),
-}
+TWO_CONNECTIONS = Table("pipelined.two", "throughput-connections.json", cpu=True, body=throughput_tables,
+                        optional=True, before="\nTwo statements at once (p@2: the worker's `--connections 2`; db@2: "
+                        "the ceiling, two connections taking the batches in turn):\n\n")
+SECTIONS = {table.name: table for table in [
+    Table("pipelined", "throughput-pipelined.json", cpu=True, body=throughput_tables, command="python "
+          "measure_throughput.py --variants raw,db-d,db,d,p --runs 5 --out results/throughput-pipelined.json",
+          after=lambda doc: TWO_CONNECTIONS() + p_goal(doc)),
+    Table("frameworks-throughput", "throughput-frameworks.json", cpu=True, body=throughput_tables,
+          extra=lambda doc: {"sizes": ", ".join(f"{v} {n:,}" for v, n in doc["config"].get("events_of", {}).items())},
+          command="python measure_throughput.py --variants c,d,p,fs-ack,fs-inbox,qx-eos-keyed --out "
+          "results/throughput-frameworks.json"),
+    Table("lean", "throughput-lean.json", cpu=True, body=lean_lines, extra=batch_of,
+          command="python measure_throughput.py --variants p,p-lean-py,p-lean-sql,p-lean,p@2,p-lean@2 --runs 5 "
+          "--events 200000 --out results/throughput-lean.json"),
+    Table("against", "throughput-against.json", cpu=True, body=against_lines,
+          extra=lambda doc: {"old": doc["config"]["against"]["commit"][:12], **batch_of(doc)},
+          command="python measure_throughput.py --against 1b663da --variants p,p@2,d,db,db@2 --runs 5 --events "
+          "100000 --out results/throughput-against.json"),
+    Table("bare", "throughput-bare.json", cpu=True, body=bare_lines, extra=batch_of,
+          command="python measure_throughput.py --variants p,p-bare --runs 5 --events 100000 "
+          "--out results/throughput-bare.json"),
+]} | {"contention": contention_section}

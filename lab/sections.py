@@ -9,7 +9,6 @@ import statistics
 from lab import faults, registry, results, tables
 from lab.tables import (
     EXACT,
-    FOOTERS,
     RATE,
     RUNS,
     VARIANT,
@@ -276,13 +275,15 @@ def conformance_section() -> str:
             + say("conformance", sources="; ".join(sources)) + "\n")
 
 
-RECONNECT = ("python -m measurements.measure_faults --fault pg-restart --variant c,c-reconnect --runs 5 "
-             "--out results/faults-reconnect.json")
-
-
 def share_of_raw(e: Row) -> str:
     raw = e.doc["summary"]["variants"].get("raw", {}).get("msgs_per_s", {}).get("median")
     return f"{e.s['msgs_per_s']['median'] / raw:.1%}" if raw else "–"
+
+
+def times_c(e: Row) -> str:
+    """A lane count's rate over c's, paired by run."""
+    ratio = e.doc["summary"]["ratios"].get(f"{e.key}/c")
+    return "1" if e.key == "c" else spread(ratio, 2) if ratio else "–"
 
 
 def saturation_extra(doc: dict) -> dict:
@@ -323,97 +324,81 @@ def sent(header: str = "Sent, msgs/s (from CreateTimes)") -> list:
 
 LATENCY_COLUMNS = [spread_of("p50, ms", "p50_ms", 1), spread_of("p99, ms", "p99_ms", 1),
                    spread_of("Largest, ms", "max_ms", 1), DUP_LOST]
-SECTIONS = {
-    "reconnect": Table("faults-reconnect.json", command=RECONNECT, rows=lambda doc: [
-        Row(f"{v}: {how}", None, runs_of(doc, variant=v), doc) for v, how in (
-            ("c", "stops; its supervisor starts it again"), ("c-reconnect", "reconnects in place"))
-        if runs_of(doc, variant=v)], columns=[
+TABLES = [
+    Table("reconnect", "faults-reconnect.json", command="python -m measurements.measure_faults --fault pg-restart "
+          "--variant c,c-reconnect --runs 5 --out results/faults-reconnect.json", rows=lambda doc: [
+              Row(f"{v}: {how}", None, runs_of(doc, variant=v), doc) for v, how in (
+                  ("c", "stops; its supervisor starts it again"), ("c-reconnect", "reconnects in place"))
+              if runs_of(doc, variant=v)], columns=[
         ("Variant", lambda e: e.key), ("Runs", lambda e: len(e.runs)), summed("Restarts", "faults"),
         summed("Duplicates", "duplicates", ","), summed("Lost", "lost", ","),
         ("Started again", lambda e: sum(r.get("restarted", 0) for r in e.runs)),
         ("Reconnected", lambda e: sum(r.get("reconnected", 0) for r in e.runs)),
-        ("First credit after a restart (s)", lambda e: spread(results.stats(r["resume_s"]["median"] for r in e.runs),
-                                                               2)), ("Exact balances", lambda e: exact(e.runs))],
-        footer=FOOTERS["reconnect"]),
-    "throughput": Table("throughput.json", cpu=True, rows=summary("variants"), columns=[
+        ("First credit after a restart (s)",
+         lambda e: spread(results.stats(r["resume_s"]["median"] for r in e.runs), 2)),
+        ("Exact balances", lambda e: exact(e.runs))]),
+    Table("throughput", "throughput.json", cpu=True, rows=summary("variants"), columns=[
         VARIANT, RUNS, RATE,
         ("Gap p50 (ms)", lambda e: f"{statistics.median(r['gap_p50_ms'] for r in e.runs):.3f}"),
         ("Gap p99 (ms)", lambda e: f"{statistics.median(r['gap_p99_ms'] for r in e.runs):.3f}"),
-        ("Share of raw", share_of_raw)],
-        footer=FOOTERS["throughput"]),
-    "ratios": Table("throughput.json", rows=summary("ratios"), footer=FOOTERS["ratios"],
-                    columns=[("Ratio", lambda e: e.key), ("Median of per-run ratios (min–max)",
-                                                          lambda e: spread(e.s, 3))]),
-    "batch": Table("throughput-batch.json", cpu=True, rows=summary("variants"), text_columns=0, columns=[
-        ("Batch size", lambda e: e.key.split("@")[1]), RATE],
-        footer=FOOTERS["batch"]),
-    "storage": Table("storage.json", command="python measure_storage.py --runs 5", rows=summary("size"),
-                     also=("post-figures.json",), columns=[
+        ("Share of raw", share_of_raw)]),
+    Table("ratios", "throughput.json", rows=summary("ratios"), columns=[
+        ("Ratio", lambda e: e.key), ("Median of per-run ratios (min–max)", lambda e: spread(e.s, 3))]),
+    Table("batch", "throughput-batch.json", cpu=True, rows=summary("variants"), text_columns=0, columns=[
+        ("Batch size", lambda e: e.key.split("@")[1]), RATE]),
+    Table("storage", "storage.json", command="python measure_storage.py --runs 5", rows=summary("size"),
+          also=("post-figures.json",), columns=[
         ("message_id type", lambda e: LAYOUT_NAMES[e.key]), spread_of("Heap bytes/row", "heap_bytes_per_row", 1),
         spread_of("Index bytes/row", "index_bytes_per_row", 1), spread_of("Total bytes/row", "total_bytes_per_row", 1),
         spread_of("+ cleanup index", "cleanup_index_bytes_per_row", 1),
         *((f"Post: {name}", lambda e, f=f"{name}_bytes_per_row": load("post-figures.json")["storage"]["layouts"][
-            e.key][f]) for name in ("heap", "index", "total"))],
-        footer=FOOTERS["storage"]),
-    "layouts": Table("storage.json", rows=summary("expiry"), columns=[
+            e.key][f]) for name in ("heap", "index", "total"))]),
+    Table("layouts", "storage.json", rows=summary("expiry"), columns=[
         ("Layout", lambda e: LAYOUT_NAMES[e.key] + ("" if e.key.startswith("v7-") else " + cleanup index")),
         spread_of("Bytes/row, every index it needs", "total_bytes_per_row", 1),
         ("Time to expire", lambda e: f"{e.s['expire_s']['median']:.2f} s"),
         ("WAL written", lambda e: f"{e.s['expire_wal_bytes']['median'] / 1e6:,.1f} MB"),
         ("Dead tuples left", lambda e: f"{e.s['dead_tuples_after']['median']:,.0f}"),
-        ("Kept exactly the rows inside the window", lambda e: f"{e.s['kept_exactly_recent_runs']} of {e.s['runs']} "
-                                                              "runs")],
-        footer=FOOTERS["layouts"]),
-    "sizing": sizing_section,
-    "external": Table("external.json", columns=[
+        ("Kept exactly the rows inside the window",
+         lambda e: f"{e.s['kept_exactly_recent_runs']} of {e.s['runs']} runs")]),
+    Table("external", "external.json", columns=[
         ("Policy", lambda e: POLICY_NAMES[e.key]), RUNS, tot("Lives", "kills"),
         tot("SIGKILLed at random", "killed_at_random"),
         ("Crashed before / after the call", lambda e: f"{e.t['crashed_before_call']} / {e.t['crashed_after_call']}"),
         tot("Duplicate charges", "duplicates"), tot("Lost charges", "lost"),
-        ("Leases run short / taken over", lambda e: f"{e.t['lease_short']} / {e.t['lease_taken_over']}"), EXACT],
-        footer=FOOTERS["external"]),
-    "faults": faults_section,
-    "race": Table("race.json", columns=[
+        ("Leases run short / taken over", lambda e: f"{e.t['lease_short']} / {e.t['lease_taken_over']}"), EXACT]),
+    Table("race", "race.json", columns=[
         ("Variant", lambda e: {**POLICY_NAMES, **VARIANT_NAMES}[e.key]), RUNS, tot("Duplicates", "duplicates"),
         tot("Lost", "lost"), tot("Transactions retried", "retried"), tot("Consumers died", "died"),
-        ("Skipped duplicates", lambda e: f"{e.t['skipped']:,}"), EXACT],
-        footer=FOOTERS["race"]),
-    "parallel": Table("throughput-lanes.json", cpu=True, rows=summary("variants"), after=parallel_after, command=(
-        "python measure_throughput.py --sweep-lanes 1,4,16,64 --work-ms 10"), columns=[
-        ("Variant (k@N: N lanes)", lambda e: e.key), RUNS, RATE, ("× c, median of per-run ratios", lambda e: "1" if (
-            e.key == "c") else spread(e.doc["summary"]["ratios"][f"{e.key}/c"], 2) if f"{e.key}/c" in e.doc[
-                "summary"]["ratios"] else "–"),
+        ("Skipped duplicates", lambda e: f"{e.t['skipped']:,}"), EXACT]),
+    Table("parallel", "throughput-lanes.json", cpu=True, rows=summary("variants"), after=parallel_after,
+          command="python measure_throughput.py --sweep-lanes 1,4,16,64 --work-ms 10", columns=[
+        ("Variant (k@N: N lanes)", lambda e: e.key), RUNS, RATE, ("× c, median of per-run ratios", times_c),
         ("Order violations", lambda e: sum(r.get("order_violations") or 0 for r in e.runs)),
-        ("Duplicates + lost", lambda e: sum(r["duplicates"] + r["lost"] for r in e.runs))],
-        footer=FOOTERS["parallel"]),
-    "eos": Table("eos.json", command="python -m measurements.measure_eos --variant all --runs 5 --kills 20 --events "
-                                     "10000", text_columns=2,
-                 rows=summary(match=lambda r, key: f"{r['variant']} {r['point']}" == key), columns=[
+        ("Duplicates + lost", lambda e: sum(r["duplicates"] + r["lost"] for r in e.runs))]),
+    Table("eos", "eos.json", command="python -m measurements.measure_eos --variant all --runs 5 --kills 20 --events "
+          "10000", text_columns=2, rows=summary(match=lambda r, key: f"{r['variant']} {r['point']}" == key), columns=[
         ("Variant", lambda e: VARIANT_NAMES[e.key.split()[0]]), ("Fault", lambda e: POINT_NAMES[e.key.split()[1]]),
         RUNS, summed("Faults", "faults", ","), summed("Ledger duplicates", "duplicates", ","),
         summed("Ledger lost", "lost", ","), EXACT, summed("Output copies", "topic_copies", ","),
         summed("Output missing", "topic_missing", ","), summed("Aborted output copies", "aborted_copies", ",")],
-        extra=lambda doc: {"nth": doc["config"]["events"] // doc["config"]["planted"]},
-        footer=FOOTERS["eos"]),
-    "publish": Table("publish.json", command="python -m measurements.measure_publish --source all --variant all --runs "
-                                             "5", text_columns=2, rows=summary(
-        match=lambda r, key: f"{r['source']} {r['idempotence']} {r['variant']}" == key), columns=[
+          extra=lambda doc: {"nth": doc["config"]["events"] // doc["config"]["planted"]}),
+    Table("publish", "publish.json", command="python -m measurements.measure_publish --source all --variant all "
+          "--runs 5", text_columns=2,
+          rows=summary(match=lambda r, key: f"{r['source']} {r['idempotence']} {r['variant']}" == key), columns=[
         ("Source of copies", lambda e: SOURCE_NAMES[tuple(e.key.split()[:2])]),
         ("Consumer", lambda e: VARIANT_NAMES[e.key.split()[2]]), RUNS, summed("Faults", "faults"),
         summed("Copies in the log", "log_copies", ","), summed("Duplicates", "duplicates", ","),
         summed("Lost", "lost", ","), EXACT,
         ("Accounts left on an older state", lambda e: f"{total(e.runs, 'stale_accounts'):,}"
-         if all("stale_accounts" in r for r in e.runs) else "–")],
-        footer=FOOTERS["publish"]),
-    "cluster": cluster_section,
-    "offsets": offsets_section,
-    "latency": Table("latency.json", command="python -m measurements.measure_latency --variants c,d,p --rates "
-                                             "200,500,5000 --runs 5", text_columns=2, columns=[
-        ("Variant", of_variant), ("Offered", lambda e: e.key.partition("@")[2]), RUNS, *sent(), *LATENCY_COLUMNS],
-        footer=FOOTERS["latency"]),
-    "growth": Table("throughput-inbox.json", rows=growth_rows, text_columns=3, extra=lambda doc: {
-        "events": events_of_text(doc["config"])}, command="python measure_throughput.py --variants c,d,p --inbox-rows "
-        "0,10000000,50000000 --id-type text,uuid-v7 --events-of c=5000 --out results/throughput-inbox.json", columns=[
+         if all("stale_accounts" in r for r in e.runs) else "–")]),
+    Table("latency", "latency.json", command="python -m measurements.measure_latency --variants c,d,p --rates "
+          "200,500,5000 --runs 5", text_columns=2, columns=[
+        ("Variant", of_variant), ("Offered", lambda e: e.key.partition("@")[2]), RUNS, *sent(), *LATENCY_COLUMNS]),
+    Table("growth", "throughput-inbox.json", rows=growth_rows, text_columns=3,
+          extra=lambda doc: {"events": events_of_text(doc["config"])},
+          command="python measure_throughput.py --variants c,d,p --inbox-rows 0,10000000,50000000 --id-type "
+          "text,uuid-v7 --events-of c=5000 --out results/throughput-inbox.json", columns=[
         ("Variant", lambda e: VARIANT_NAMES.get(e.key[0], e.key[0])),
         ("IDs", lambda e: "UUIDv7" if e.key[1] == "uuid-v7" else "UUIDv4"),
         ("Inbox rows before", lambda e: f"{int(e.key[2]):,}"), RUNS, RATE,
@@ -422,46 +407,37 @@ SECTIONS = {
         ("WAL bytes/msg", lambda e: f"{e.s['wal_bytes_per_msg']['median']:,.0f}"),
         ("Index reads/msg", lambda e: f"{e.s['inbox_index_reads_per_msg']['median']:.3f}"),
         *((header, lambda e, i=i: cpu_of_runs(e.runs)[i]) for i, header in enumerate((
-            "µs/msg: consumer", "µs/msg: Postgres, its backends", "µs/msg, all", "Consumer peak RSS (MiB)")))],
-        footer=FOOTERS["growth"]),
-    "consumers": Table("throughput-consumers.json", cpu=True, rows=summary("variants"), extra=lambda doc: {
-        "events": events_of_text(doc["config"])}, command="python measure_throughput.py --variants c,d,p --consumers "
-        "1,2,3 --events-of c=20000 --out results/throughput-consumers.json", columns=[
+            "µs/msg: consumer", "µs/msg: Postgres, its backends", "µs/msg, all", "Consumer peak RSS (MiB)")))]),
+    Table("consumers", "throughput-consumers.json", cpu=True, rows=summary("variants"),
+          extra=lambda doc: {"events": events_of_text(doc["config"])},
+          command="python measure_throughput.py --variants c,d,p --consumers 1,2,3 --events-of c=20000 --out "
+          "results/throughput-consumers.json", columns=[
         ("Variant", of_variant), ("Consumers", lambda e: e.key.partition(":")[2]), RUNS, RATE,
         ("÷ one consumer, paired by run", lambda e: spread(r, 3) if (r := e.doc["summary"]["ratios"].get(
-            f"{e.key}/{e.key.partition(':')[0]}:1")) else "–")],
-        footer=FOOTERS["consumers"]),
-    "frameworks": frameworks_section,
-    "conformance": conformance_section,
-    "retention": Table("retention.json", command="python -m measurements.measure_retention --variant all --runs 5",
-                       text_columns=2, rows=summary(match=lambda r, key: f"{r['variant']} {r['window']}" == key),
-                       columns=[
+            f"{e.key}/{e.key.partition(':')[0]}:1")) else "–")]),
+    Table("retention", "retention.json", command="python -m measurements.measure_retention --variant all --runs 5",
+          text_columns=2, rows=summary(match=lambda r, key: f"{r['variant']} {r['window']}" == key), columns=[
         ("Variant", lambda e: {**VARIANT_NAMES, "v7": "v7: the lean inbox, UUIDv7 IDs, a partition a day"}[
             e.key.split()[0]]),
         ("Inbox keeps", lambda e: f"{e.runs[0]['window_days']} days ({e.key.split()[1]})"), RUNS,
         ("Duplicates", lambda e: f"{e.t['duplicates']:,}"), tot("Lost", "lost"),
         ("Dead-lettered", lambda e: f"{e.t['dead_lettered']:,}"),
-        ("Alarm before the replay", lambda e: f"{e.t['alarm']} of {e.s['runs']}")],
-        footer=FOOTERS["retention"]),
-    "faults-more": faults_more_section,
-    "async-commit": Table("async-commit.json", command="python -m measurements.measure_async_commit", indent=True,
-                          footer=FOOTERS["async-commit"], columns=[
+        ("Alarm before the replay", lambda e: f"{e.t['alarm']} of {e.s['runs']}")]),
+    Table("async-commit", "async-commit.json", command="python -m measurements.measure_async_commit", indent=True,
+          columns=[
         ("The commit, then the next poll at once", lambda e: {
             "stored-offsets": "`commit(asynchronous=True)`, FastStream's",
             "the-message": "`commit(message=msg, asynchronous=True)`"}[e.key]), RUNS, tot("Trials", "trials"),
         tot("Committed past the message in hand", "past_the_message")]),
-    "saturation": Table("latency-saturation.json", rows=summary(match=at_load), text_columns=2,
-                        extra=saturation_extra, command="python -m measurements.measure_latency --variants c,d,p "
-                        "--load 0.5,0.8,0.95 --capacity-events-of c=3000 --runs 5 --out "
-                        "results/latency-saturation.json",
-                        columns=[
+    Table("saturation", "latency-saturation.json", rows=summary(match=at_load), text_columns=2, extra=saturation_extra,
+          command="python -m measurements.measure_latency --variants c,d,p --load 0.5,0.8,0.95 --capacity-events-of "
+          "c=3000 --runs 5 --out results/latency-saturation.json", columns=[
         ("Variant", of_variant), ("Load", lambda e: e.key.partition("@")[2]), RUNS,
         spread_of("Capacity, msgs/s (the backlog)", "capacity_per_s"),
         ("Asked, msgs/s (median)", lambda e: f"{statistics.median(r['rate'] for r in e.runs):,.0f}"),
-        *sent("Offered, msgs/s"), *LATENCY_COLUMNS],
-        footer=FOOTERS["saturation"]),
-    "retention-load": Table("retention-load.json", rows=summary(match=lambda r, key: r["mode"] == key),
-                            command="python -m measurements.measure_retention_load --runs 5", columns=[
+        *sent("Offered, msgs/s"), *LATENCY_COLUMNS]),
+    Table("retention-load", "retention-load.json", rows=summary(match=lambda r, key: r["mode"] == key),
+          command="python -m measurements.measure_retention_load --runs 5", columns=[
         ("Mode", lambda e: RETENTION_MODES[e.key]), RUNS, spread_of("p, msgs/s", "msgs_per_s"),
         ("Against", lambda e: "–" if e.key == e.s["baseline"] or e.s["vs_baseline"] is None
          else f"{spread(e.s['vs_baseline'], 2)} of {e.s['baseline']}"),
@@ -469,15 +445,14 @@ SECTIONS = {
         ("Retention, s", lambda e: "–" if e.s["retention_s"] is None else spread(e.s["retention_s"], 1)),
         ("Retention done before p's last credit", lambda e: "–" if e.s["retention_s"] is None
          else f"{e.s['retention_within_window']} of {e.s['runs']}"), DUP_LOST,
-        ("Expired IDs left, a run", lambda e: f"{statistics.median(r['expired_left'] for r in e.runs):,.0f}")],
-        footer=FOOTERS["retention-load"]),
-    "latency-batch": Table("latency-batch.json", text_columns=3, command="python -m measurements.measure_latency "
-                           "--variants c,d,p --rates 200,5000 --sweep-batch 50,10,1 --runs 5 --out "
-                           "results/latency-batch.json", columns=[
+        ("Expired IDs left, a run", lambda e: f"{statistics.median(r['expired_left'] for r in e.runs):,.0f}")]),
+    Table("latency-batch", "latency-batch.json", text_columns=3, command="python -m measurements.measure_latency "
+          "--variants c,d,p --rates 200,5000 --sweep-batch 50,10,1 --runs 5 --out results/latency-batch.json", columns=[
         ("Variant", of_variant), ("Offered", lambda e: e.key.partition(" batch ")[0].partition("@")[2]),
         ("Batch", lambda e: f"{int(e.key.partition(' batch ')[2]):,}" if " batch " in e.key else
          f"{e.doc['config']['batch']:,} (--batch)" if e.key.partition("@")[0] in ("d", "p") else "–"), RUNS,
-        *sent("Sent, msgs/s"),
-        spread_of("Credits per transaction", "credits_per_transaction", 1), *LATENCY_COLUMNS],
-        footer=FOOTERS["latency-batch"]),
-}
+        *sent("Sent, msgs/s"), spread_of("Credits per transaction", "credits_per_transaction", 1), *LATENCY_COLUMNS]),
+]
+SECTIONS = {table.name: table for table in TABLES} | {
+    "sizing": sizing_section, "faults": faults_section, "cluster": cluster_section, "offsets": offsets_section,
+    "frameworks": frameworks_section, "conformance": conformance_section, "faults-more": faults_more_section}

@@ -1,10 +1,8 @@
-"""How a results table is written: one generic renderer for every section the pages hold.
+"""How a results table is written: one renderer (Table) for every section declared as data.
 
-Claim: a section is a declaration (lab/sections.py), not code: the results file it reads, its
-rows, its columns (each a small function of a row) and its footer (a template over the file's
-config). Table renders any of them the same way, and every footer ends in the same provenance:
-the machine, the versions, the frameworks the workers imported, and which code the runs came
-from, flagged "changed since" when a file they loaded differs now (lab/provenance.py).
+Every footer ends in the same provenance: the machine, the versions, the frameworks the workers
+imported, and the code the runs came from, flagged "changed since" when a file they loaded
+differs now (lab/provenance.py).
 """
 import collections
 import functools
@@ -64,13 +62,10 @@ def markdown_table(headers: list[str], rows: list[list], text_columns: int = 1, 
     return "\n".join(lines + ["| " + " | ".join(str(cell) for cell in row) + " |" for row in rows])
 
 
-FOOTERS_FILE = Path(__file__).with_name("footers.md")
-
-
-def read_footers(path: Path = FOOTERS_FILE) -> dict[str, str]:
-    """The sections' prose templates: each `## NAME` over its lines, joined by single spaces."""
+def read_footers() -> dict[str, str]:
+    """The sections' prose templates (lab/footers.md): each `## NAME` over its lines, joined by single spaces."""
     found: dict[str, list[str]] = {}
-    for line in path.read_text().splitlines():
+    for line in Path(__file__).with_name("footers.md").read_text().splitlines():
         if line.startswith("## "):
             found[line[3:]] = lines = []
         elif line and found:
@@ -262,16 +257,6 @@ def summary(*path: str, match: Callable = lambda r, key: r.get("variant") == key
     return rows
 
 
-def grouped(key: Callable) -> Callable:
-    """Rows from the runs themselves, one per distinct key(run) in order of first appearance."""
-    def rows(doc):
-        groups = collections.defaultdict(list)
-        for run in doc["runs"]:
-            groups[key(run)].append(run)
-        return [Row(k, None, mine, doc) for k, mine in groups.items()]
-    return rows
-
-
 # Columns every kind of section repeats: (header, cell of a Row)
 RUNS = ("Runs", lambda e: e.s["runs"])
 EXACT = ("Exact balances", lambda e: f"{e.s['balances_exact_runs']} of {e.s['runs']}")
@@ -291,11 +276,12 @@ def summed(header: str, field: str, digits: str = "") -> tuple:
 
 @dataclass(frozen=True)
 class Table:
-    """A section that is one table of one results file: its rows, its columns and its footer, a
-    str.format template over c (the config), doc, prov (the provenance) and extra(doc)'s fields."""
+    """A section that is one table of one results file: its rows, its columns and its footer, the
+    template of its own name in lab/footers.md over c (the config), doc, prov (the provenance),
+    command and extra(doc)'s fields."""
+    name: str
     file: str
-    columns: list | None  # None: body(doc) is the table
-    footer: str
+    columns: list | None = None  # None: body(doc) is the table
     rows: Callable = field(default_factory=lambda: summary())
     command: str = "make measure"
     text_columns: int = 1
@@ -315,6 +301,7 @@ class Table:
         table = self.body(doc) if self.body else markdown_table(
             [h for h, _ in self.columns], [[cell(e) for _, cell in self.columns] for e in self.rows(doc)],
             self.text_columns)
-        footer = self.footer.format(c=doc.get("config", {}), doc=doc, prov=provenance(doc), **self.extra(doc))
+        footer = FOOTERS[self.name].format(c=doc.get("config", {}), doc=doc, prov=provenance(doc), command=self.command,
+                                           **self.extra(doc))
         text = self.before + (cpu_table(doc) if self.cpu else "") + table + "\n\n" + footer + "\n" + self.after(doc)
         return "".join("  " * bool(line.strip()) + line for line in text.splitlines(True)) if self.indent else text
