@@ -1,17 +1,10 @@
-"""Every generated section of README.md and docs/, by the name of its markers.
-
-Claim: a section is declared, not programmed: a Table (lab/tables.py) names its results file,
-its rows, its columns and its footer. The few sections that join several files or compute a
-verdict line keep a short function; they use the same table and footer helpers.
+"""Every generated section of README.md and docs/, by the name of its markers: mostly a Table
+(lab/tables.py) declared at the end; the few that join several files keep a short function.
 """
 import statistics
 
 from lab import faults, registry, results, tables
 from lab.tables import (
-    EXACT,
-    RATE,
-    RUNS,
-    VARIANT,
     VARIANT_NAMES,
     Missing,
     Row,
@@ -28,8 +21,6 @@ from lab.tables import (
     say,
     spread,
     summary,
-    summed,
-    tot,
     total,
 )
 
@@ -57,7 +48,6 @@ CLUSTER_FILES = ("cluster.json", "cluster-acks1.json")
 REBALANCE_SETS = [(f"rebalance-{v}-{p}.json", p) for v in ("b", "c", "d", "k", "o", "p")
                   for p in ("classic", "consumer")] + [(f"rebalance-{v}-consumer-stall20.json", "consumer")
                                                        for v in ("b", "c")]
-DUP_LOST = ("Duplicates + lost", lambda e: e.t["duplicates"] + e.t["lost"])
 
 
 def sizing_section() -> str:
@@ -176,7 +166,7 @@ def offsets_section() -> str:
         raise Missing("_No results for o yet: run `make measure-cluster`, then `python measure_kill.py --variant o` "
                       "and `python measure_rebalance.py --variant o`._\n")
     text = (markdown_table(["Fault", "Variant", "Runs", "Duplicates", "Lost", "Exact balances"], rows, text_columns=2)
-            + "\n\nTotals over the runs; each measurement's other parameters as in its own section.\n")
+            + "\n\n" + say("offsets") + "\n")
     if cost := load("throughput-offsets.json"):
         s = cost["summary"]["variants"]
         text += f"\n{cpu_table(cost)}\n" + say("offsets.cost", c=cost["config"], prov=provenance(cost), c_rate=spread(
@@ -190,26 +180,22 @@ def parallel_after(doc: dict) -> str:
     stats, ratios, text = doc["summary"]["variants"], doc["summary"]["ratios"], ""
     if per_lane := sorted((int(n.split("@")[1]), ratios[f"{n}/c"]["median"]) for n in stats
                           if n.startswith("k@") and f"{n}/c" in ratios):
-        text += ("\nPer lane, the rate as a share of c's (× c ÷ lanes; 1 would be each lane as fast as c): "
-                 + ", ".join(f"k@{n} {x / n:.2f}" for n, x in per_lane) + ".\n")
+        text += "\n" + say("parallel.per-lane", lanes=", ".join(f"k@{n} {x / n:.2f}" for n, x in per_lane)) + "\n"
     under = []
     if kill := load("kill-k.json"):
         k, runs = kill["config"], kill["runs"]
         under.append([f"M1: {k['kills']} SIGKILLs a run, {k['lanes']} lanes, {k['events']:,} credits", len(runs),
-                      total(runs, "kills"), "–",
-                      *(total(runs, f) for f in ("duplicates", "lost", "order_violations")),
-                      f"{total(runs, 'balances_exact')} of {len(runs)}"])
+                      total(runs, "kills"), "–", *(total(runs, f) for f in ("duplicates", "lost", "order_violations")),
+                      exact(runs)])
     if rebalance := load("rebalance-k-classic.json"):
         k, runs = rebalance["config"], rebalance["runs"]
         under.append([f"M2: a {k['slow_seconds']:g} s stall every {k['slow_every']}th event, {k['lanes']} lanes",
                       len(runs), *(total(runs, f) for f in ("stalls", "evictions", "duplicates", "lost",
-                                                            "order_violations")),
-                      f"{total(runs, 'balances_exact')} of {len(runs)}"])
+                                                            "order_violations")), exact(runs)])
     if under:
         text += ("\n" + markdown_table(["k under", "Runs", "Kills or stalls", "Evictions", "Duplicates", "Lost",
                                         "Order violations", "Exact balances"], under)
-                 + "\n\nTotals over the runs; M1's and M2's other parameters as in their sections. From "
-                 "`results/kill-k.json` and `results/rebalance-k-classic.json`.\n")
+                 + "\n\n" + say("parallel.under") + "\n")
     return text
 
 
@@ -314,6 +300,23 @@ def of_variant(e: Row) -> str:
     return VARIANT_NAMES.get(base, base)
 
 
+# Columns: (header, cell of a Row)
+RUNS = ("Runs", lambda e: e.s["runs"])
+EXACT = ("Exact balances", lambda e: f"{e.s['balances_exact_runs']} of {e.s['runs']}")
+RATE = ("msgs/s, median (min–max)", lambda e: spread(e.s["msgs_per_s"], 1))
+DUP_LOST = ("Duplicates + lost", lambda e: e.t["duplicates"] + e.t["lost"])
+
+
+def tot(header: str, *fields: str) -> tuple:
+    """A column of a summary entry's totals: one field, or several added up."""
+    return header, lambda e: sum(e.t[f] for f in fields)
+
+
+def summed(header: str, field: str, digits: str = "") -> tuple:
+    """A column adding up one field over a row's runs (digits ",": with thousands separators)."""
+    return header, lambda e: format(sum(r[field] for r in e.runs), digits)
+
+
 def spread_of(header: str, field: str, digits: int = 0) -> tuple:
     return header, lambda e: spread(e.s[field], digits)
 
@@ -338,7 +341,7 @@ TABLES = [
          lambda e: spread(results.stats(r["resume_s"]["median"] for r in e.runs), 2)),
         ("Exact balances", lambda e: exact(e.runs))]),
     Table("throughput", "throughput.json", cpu=True, rows=summary("variants"), columns=[
-        VARIANT, RUNS, RATE,
+        ("Variant", lambda e: VARIANT_NAMES.get(e.key, e.key)), RUNS, RATE,
         ("Gap p50 (ms)", lambda e: f"{statistics.median(r['gap_p50_ms'] for r in e.runs):.3f}"),
         ("Gap p99 (ms)", lambda e: f"{statistics.median(r['gap_p99_ms'] for r in e.runs):.3f}"),
         ("Share of raw", share_of_raw)]),

@@ -257,23 +257,6 @@ def summary(*path: str, match: Callable = lambda r, key: r.get("variant") == key
     return rows
 
 
-# Columns every kind of section repeats: (header, cell of a Row)
-RUNS = ("Runs", lambda e: e.s["runs"])
-EXACT = ("Exact balances", lambda e: f"{e.s['balances_exact_runs']} of {e.s['runs']}")
-RATE = ("msgs/s, median (min–max)", lambda e: spread(e.s["msgs_per_s"], 1))
-VARIANT = ("Variant", lambda e: VARIANT_NAMES.get(e.key, e.key))
-
-
-def tot(header: str, *fields: str) -> tuple:
-    """A column of a summary entry's totals: one field, or several added up."""
-    return header, lambda e: sum(e.t[f] for f in fields)
-
-
-def summed(header: str, field: str, digits: str = "") -> tuple:
-    """A column adding up one field over a row's runs (digits ",": with thousands separators)."""
-    return header, lambda e: format(sum(r[field] for r in e.runs), digits)
-
-
 @dataclass(frozen=True)
 class Table:
     """A section that is one table of one results file: its rows, its columns and its footer, the
