@@ -1,12 +1,9 @@
-"""The post's claims, one list: what the post says, its figure, this lab's figure, and the verdict.
-
-Claim: the README's claims table is this list, rendered. Each claim names the post's figure
-(as text, or from results/post-figures.json), this lab's figure as a small function of the
-results, and the verdict as another, computed from the two; a claim whose results file is not
-there yet is left out of the table until it is.
+"""The README's claims table: each claim as what the post says, the post's figure (text, or from
+results/post-figures.json), this lab's figure and the verdict, each a small function of the
+results; a claim whose results file is not there yet is left out until it is.
 """
 from lab import provenance, results
-from lab.figures import runs, summary, tot
+from lab.figures import FIGURES, runs, summary, tot
 from lab.tables import Missing, load, markdown_table, need, spread, total
 from lab.tables import runs_of as matching
 
@@ -19,6 +16,10 @@ def post(*path: str):
     return found
 
 
+def holds(ok: bool) -> str:
+    return "holds" if ok else "differs"
+
+
 def per_run(name: str, field: str, **where) -> dict:
     return results.stats(r[field] for r in runs(name, **where))
 
@@ -26,7 +27,8 @@ def per_run(name: str, field: str, **where) -> dict:
 def kill_claim(says: str, variant: str, field: str) -> tuple:
     """A claim that `field` happens under hard kills: it holds in the runs where it did."""
     def verdict():
-        seen, mine = sum(r[field] > 0 for r in runs("kill.json", variant=variant)), runs("kill.json", variant=variant)
+        mine = runs("kill.json", variant=variant)
+        seen = sum(r[field] > 0 for r in mine)
         return "holds" if seen == len(mine) else f"holds in {seen} of {len(mine)} runs" if seen else "differs"
     return (says, lambda: f"{spread(post('kill', 'variants', variant, field))} a run",
             lambda: f"{spread(per_run('kill.json', field, variant=variant))} a run", verdict)
@@ -39,17 +41,15 @@ def zombie_totals(variant: str, name: str = "") -> dict:
 def one_against_other(name: str, **where) -> tuple:
     """b's duplicates a run against c's most: the inbox catches what b applies twice."""
     b, c = (per_run(name, "duplicates", variant=v, **where) for v in "bc")
-    return (f"b {spread(b)} duplicates a run, c {c['max']}", "holds" if c["max"] == 0 < b["min"] else "differs")
-
-
-def stall(name: str) -> str:
-    return f"{need(name)['config']['slow_seconds']:g}"
+    return f"b {spread(b)} duplicates a run, c {c['max']}", holds(c["max"] == 0 < b["min"])
 
 
 def kip848() -> tuple:
     s, g = (zombie_totals("b", f"rebalance-b-consumer{x}.json") for x in ("", "-stall20"))
-    return (f"{s['duplicates']} of {s['evictions']} with a {stall('rebalance-b-consumer.json')} s stall, "
-            f"{g['duplicates']} of {g['evictions']} with {stall('rebalance-b-consumer-stall20.json')} s",
+    short, long = (f"{need(name)['config']['slow_seconds']:g}"
+                   for name in ("rebalance-b-consumer.json", "rebalance-b-consumer-stall20.json"))
+    return (f"{s['duplicates']} of {s['evictions']} with a {short} s stall, "
+            f"{g['duplicates']} of {g['evictions']} with {long} s",
             "holds" if s["duplicates"] == s["evictions"] and g["duplicates"] == g["evictions"] else
             "holds for long stalls only" if g["duplicates"] == g["evictions"] else "differs")
 
@@ -66,7 +66,7 @@ def inbox_cost() -> tuple:
     ratio, theirs = summary("throughput.json", "ratios", "c/b"), post("throughput", "variants")
     cost, their = 1 - ratio["median"], theirs["c"]["msgs_per_s"] / theirs["b"]["msgs_per_s"]
     return (f"{their:.3f} (about {1 - their:.0%} slower)", spread(ratio, 3),
-            f"{'holds' if 0 < cost < 0.2 else 'differs'}: {cost:.0%} slower here")
+            f"{holds(0 < cost < 0.2)}: {cost:.0%} slower here")
 
 
 def bytes_per_id() -> tuple:
@@ -88,14 +88,14 @@ def replay() -> tuple:
             f"c: {short['totals']['duplicates'] / short['runs']:,.0f} duplicates a run keeping {age - 1} days (alarm "
             f"in {short['totals']['alarm']} of {short['runs']} runs first), "
             f"{long['totals']['duplicates'] / long['runs']:,.0f} keeping {2 * age}",
-            "holds" if short["totals"]["duplicates"] and not long["totals"]["duplicates"]
-            and short["totals"]["alarm"] == short["runs"] else "differs")
+            holds(short["totals"]["duplicates"] and not long["totals"]["duplicates"]
+                  and short["totals"]["alarm"] == short["runs"]))
 
 
-def measured(name: str, variant: str) -> dict | None:
-    """A variant's summary in a results file, or None while it has no runs there."""
+def measured(variant: str) -> dict | None:
+    """A variant's summary in results/kill-frameworks.json, or None while it has no runs there."""
     try:
-        return summary(name, variant)
+        return summary("kill-frameworks.json", variant)
     except (Missing, KeyError):
         return None
 
@@ -114,44 +114,43 @@ def faststream() -> tuple:
     """FastStream's defaults duplicate; its inbox under ACK still loses on the confluent backend,
     by that backend's ack (docs/frameworks.md); the fix, and the aiokafka backend, where measured."""
     default, inbox = (summary("kill-frameworks.json", v) for v in ("fs-default", "fs-inbox"))
-    fixed, aio = measured("kill-frameworks.json", "fs-inbox-fixed"), measured("kill-frameworks.json", "fs-inbox-aio")
-    restarts = [restart_row("fs-inbox"), restart_row("fs-inbox-fixed")]
+    fixed, aio = measured("fs-inbox-fixed"), measured("fs-inbox-aio")
+    restart, fixed_restart = restart_row("fs-inbox"), restart_row("fs-inbox-fixed")
+    changed = fixed_restart and provenance.changed_since(fixed_restart.get("loaded", {"?": ""}))
     lab = (f"fs-default {spread(default['duplicates'])} duplicates a run; with the inbox in its handler (ACK, "
            f"confluent backend) {at_most(inbox)}: its ack commits the offsets librdkafka stored, and the next "
            "poll has stored one past a handler still running"
            + (f"; offsets stored after the handler (fs-inbox-fixed) {at_most(fixed)}" if fixed else "")
            + (f"; on aiokafka (fs-inbox-aio) {at_most(aio)}" if aio else "")
-           + ("; under a Postgres restart (the conformance check) fs-inbox loses {:,}, acked past a handler that "
-              "raised, and fs-inbox-fixed (NACK_ON_ERROR: the message read again) {:,}{}".format(
-                  *(r["lost"] for r in restarts), " (measured before its code changed)"
-                  if provenance.changed_since(restarts[1].get("loaded", {"?": ""})) else "")
-              if all(restarts) else ""))
-    exact = [s for s in (fixed, aio) if s and s["duplicates"]["max"] == s["lost"]["max"] == 0]
-    return lab, (("holds" if default["duplicates"]["min"] > 0 else "differs")
+           + (f"; under a Postgres restart (the conformance check) fs-inbox loses {restart['lost']:,}, acked past a "
+              f"handler that raised, and fs-inbox-fixed (NACK_ON_ERROR: the message read again) "
+              f"{fixed_restart['lost']:,}{' (measured before its code changed)' if changed else ''}"
+              if restart and fixed_restart else ""))
+    fixed_exact = fixed and fixed["duplicates"]["max"] == fixed["lost"]["max"] == 0
+    return lab, (holds(default["duplicates"]["min"] > 0)
                  + ("; but under ACK the confluent backend loses, inbox or not (M9)" if inbox["lost"]["max"] else "")
-                 + ("; storing the offset after the handler fixes it" if fixed in exact and fixed else "")
-                 + ("; and NACK_ON_ERROR the restart" if fixed in exact and fixed and restarts[1]
-                    and restarts[1]["passed"] and not provenance.changed_since(restarts[1].get("loaded", {"?": ""}))
-                    else ""))
+                 + ("; storing the offset after the handler fixes it" if fixed_exact else "")
+                 + ("; and NACK_ON_ERROR the restart" if fixed_exact and fixed_restart and fixed_restart["passed"]
+                    and not changed else ""))
 
 
 def keyed_sink() -> tuple:
     """Quix's stock PostgreSQL sink writes ledger rows and credits no account; a sink of the inbox's
     own (qx-eos-inbox, qx-alo-inbox) credits exactly, where measured."""
     k = summary("kill-frameworks.json", "qx-eos-keyed")
-    mine = [(v, s) for v in ("qx-eos-inbox", "qx-alo-inbox") if (s := measured("kill-frameworks.json", v))]
+    mine = [(v, s) for v in ("qx-eos-inbox", "qx-alo-inbox") if (s := measured(v))]
     lab = (f"qx-eos-keyed: at most {k['duplicates']['max']} duplicate rows and {k['lost']['max']} lost a run (its "
            "stock sink writes ledger rows and credits no account)"
            + "".join(f"; {v}, the inbox in a sink of its own: {at_most(s)}, balances exact in "
                      f"{s['balances_exact_runs']} of {s['runs']} runs" for v, s in mine))
-    return lab, ("holds" if k["duplicates"]["max"] == k["lost"]["max"] == 0 else "differs")
+    return lab, holds(k["duplicates"]["max"] == k["lost"]["max"] == 0)
 
 
 def lost_reply() -> tuple:
     b, c = (summary("faults-more.json", f"lost-commit-reply/{v}", "totals") for v in "bc")
     return (f"b {b['duplicates']} duplicates in {b['faults']} lost replies; c {c['duplicates']} duplicates, "
             f"{c['lost']} lost, {c['skipped']} skipped in {c['faults']}",
-            "holds" if c["duplicates"] == c["lost"] == 0 < b["duplicates"] else "differs")
+            holds(c["duplicates"] == c["lost"] == 0 < b["duplicates"]))
 
 
 def offsets_expired() -> tuple:
@@ -162,8 +161,8 @@ def offsets_expired() -> tuple:
     return (f"c, inbox remembering all: {whole['totals']['skipped']:,} of {events:,} replayed and skipped, "
             f"{whole['totals']['duplicates']} duplicates; with {forgotten:,} IDs forgotten first: "
             f"{half['totals']['duplicates']:,} duplicates",
-            "holds" if whole["totals"]["skipped"] == events and whole["totals"]["duplicates"] == 0
-            and half["totals"]["duplicates"] == forgotten > 0 else "differs")
+            holds(whole["totals"]["skipped"] == events and whole["totals"]["duplicates"] == 0
+                  and half["totals"]["duplicates"] == forgotten > 0))
 
 
 def failover() -> tuple:
@@ -173,27 +172,20 @@ def failover() -> tuple:
             "new: the inbox cannot keep what the failover lost" if a["totals"]["lost"] else "new")
 
 
-def kill_c() -> tuple:
-    dup, lost = tot("kill.json", "duplicates", variant="c"), tot("kill.json", "lost", variant="c")
-    return (f"{dup:,} duplicates, {lost:,} lost in {tot('kill.json', 'kills', variant='c')} kills",
-            "holds" if dup == lost == 0 else "differs")
-
-
 def zombie_row(variant: str) -> tuple:
     mine, theirs = zombie_totals(variant), post("rebalance", "variants", variant)
     if variant == "b":
         return (f"{theirs['duplicates']} of {theirs['evictions']} evictions",
                 f"{mine['duplicates']} of {mine['evictions']} evictions",
-                "holds" if mine["duplicates"] == mine["evictions"] else "differs")
+                holds(mine["duplicates"] == mine["evictions"]))
     return (f"{theirs['duplicates']} duplicates, {theirs['skipped']} skipped",
-            f"{mine['duplicates']} duplicates, {mine['skipped']} skipped",
-            "holds" if mine["duplicates"] == 0 else "differs")
+            f"{mine['duplicates']} duplicates, {mine['skipped']} skipped", holds(mine["duplicates"] == 0))
 
 
 def eos() -> tuple:
     e, f = (summary("eos.json", f"{v} kill") for v in "ef")
     return (f"without the inbox {spread(e['duplicates'])} duplicates a run; with it {f['duplicates']['max']}",
-            "holds" if e["duplicates"]["min"] > 0 == f["duplicates"]["max"] else "differs")
+            holds(e["duplicates"]["min"] > 0 == f["duplicates"]["max"]))
 
 
 ARGUED, NOT_COVERED = "argued, not measured", "not covered"
@@ -203,7 +195,8 @@ CLAIMS = [
     kill_claim("Auto-commit (a1) duplicates after hard kills", "a1", "duplicates"),
     kill_claim("Auto-commit in batches (a2) loses messages", "a2", "lost"),
     kill_claim("Committing after the database (b) still duplicates on a kill", "b", "duplicates"),
-    ("The inbox (c): no duplicate, no loss in 100 kills", "0 duplicates, 0 lost in 100 kills", kill_c),
+    ("The inbox (c): no duplicate, no loss in 100 kills", "0 duplicates, 0 lost in 100 kills", FIGURES["kill.c"],
+     lambda: holds(tot("kill.json", "duplicates", variant="c") == tot("kill.json", "lost", variant="c") == 0)),
     ("A zombie doubles every stalled credit (b, classic protocol)", lambda: zombie_row("b")),
     ("KIP-848's consumer protocol does not change that (b)", "no change", kip848),
     ("The inbox catches every zombie credit (c)", lambda: zombie_row("c")),
