@@ -5,21 +5,8 @@ batch scale, and the sweep over accounts. Declared as lab/sections.py declares t
 """
 import functools
 
-from lab import results
-from lab.tables import (
-    CPU_KINDS,
-    Missing,
-    Table,
-    cpu_table,
-    events_of_text,
-    load,
-    markdown_table,
-    named,
-    provenance,
-    runs_of,
-    say,
-    spread,
-)
+from lab import results, tables
+from lab.tables import CPU_KINDS, Table, cpu_table, load, markdown_table, named, provenance, runs_of, say, spread
 
 P_GOAL = 1.5  # what p was built for: half again d's rate, on this machine
 
@@ -89,10 +76,10 @@ def contention_section() -> str:
         parts.append(f"{what.capitalize()}:\n\n" + cpu_table(doc) + markdown_table(
             ["Variant", *(f"{n}: {h}" for n in counts for h in ("msgs/s, median (min–max)", "CPU µs/msg")),
              f"{counts[-1]} ÷ {counts[0]}, paired by run"], rows) + extra
-            + "\n\n" + say("contention", c=c, events=events_of_text(c), batch=c.get("batch", 500), file=name,
+            + "\n\n" + say("contention", c=c, events=tables.events_of_text(c), batch=c.get("batch", 500), file=name,
                              prov=provenance(doc)) + "\n")
     if not parts:
-        raise Missing("_Not measured yet: `python measure_throughput.py --variants d,p,p@2,p-lean,p-lean@2 "
+        raise tables.Missing("_Not measured yet: `python measure_throughput.py --variants d,p,p@2,p-lean,p-lean@2 "
                       "--accounts 100,10000 --runs 5 --events 100000 --out results/throughput-accounts.json`._\n")
     return "\n".join(parts)
 

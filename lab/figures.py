@@ -1,15 +1,10 @@
-"""The numbers that the hand-written prose of README.md and docs/ quotes, each made from results/.
+"""The numbers the hand-written prose of README.md and docs/ quotes, <!-- fig:NAME -->VALUE<!-- /fig -->:
+FIGURES maps each NAME to the small function of results/ that makes VALUE.
 
-Claim: no figure in the prose is typed by hand either. A number (or a short run of them, or a
-verdict word) stands between markers that name it, <!-- fig:NAME -->VALUE<!-- /fig -->, and
-FIGURES maps the name to the small function of the results that makes VALUE. `report` writes
-the values; `report --check` fails when one differs from what the results give, or a marker
-names a figure FIGURES does not know. A sentence that states an outcome ("b duplicates, c does
-not") quotes its evidence as figures, so a re-measured file that says otherwise shows in the
-sentence itself. A figure whose results file is missing is left as it is.
-
-Most figures are one template over one file's runs (says): "{duplicates:,} duplicates in
-{faults} faults" adds each field up over the runs `where` picks; the odd ones are functions.
+A sentence that states an outcome ("b duplicates, c does not") quotes its evidence as figures, so
+a re-measured file that says otherwise shows in the sentence itself. Most figures are one template
+over one file's runs (says): "{duplicates:,} duplicates in {faults} faults" adds each field up over
+the runs `where` picks; the odd ones are functions.
 """
 import statistics
 
@@ -82,6 +77,10 @@ def latency(name: str, case: str, field: str = "p50_ms") -> float:
     return summary(name, case, field)["median"]
 
 
+def batched(case: str, field: str = "p50_ms") -> float:
+    return latency("latency-batch.json", case, field)
+
+
 def growth(variant: str, id_type: str, rows: int, field: str) -> float:
     return summary("throughput-inbox.json", "growth", variant, id_type, str(rows), field)["median"]
 
@@ -90,6 +89,11 @@ def growth_cpu(variant: str, id_type: str, rows: int) -> float:
     """The growing inbox's median Postgres backends' CPU per credit, from its runs (its summary has none)."""
     mine = runs("throughput-inbox.json", variant=variant, id_type=id_type, inbox_rows=rows)
     return statistics.median(r["cpu_us_per_msg"]["postgres_backends"] for r in mine)
+
+
+def p_over_bare(value) -> float:
+    """p over p-bare in results/throughput-bare.json, the median of per-run ratios of value(run)."""
+    return results.paired_by_run(need("throughput-bare.json"), "p", "p-bare", value)["median"]
 
 
 def per_run(name: str, field: str, **where) -> str:
@@ -301,31 +305,23 @@ FIGURES = {
                                          f"{latency('latency.json', f'{v}@5000/s'):.0f} ms" for v in "dp"),
     "latency.drain": lambda: f"c's largest {latency('latency.json', 'c@5000/s', 'max_ms') / 1000:.0f} s",
     "latency.batch50": lambda: "; ".join(
-        f"{v} {latency('latency-batch.json', f'{v}@200/s', 'credits_per_transaction'):.1f} credits a transaction and "
-        f"{latency('latency-batch.json', f'{v}@200/s'):.0f} ms, at 50 "
-        f"{latency('latency-batch.json', f'{v}@200/s batch 50', 'credits_per_transaction'):.1f} and "
-        f"{latency('latency-batch.json', f'{v}@200/s batch 50'):.0f} ms" for v in "dp"),
+        f"{v} {batched(f'{v}@200/s', 'credits_per_transaction'):.1f} credits a transaction and "
+        f"{batched(f'{v}@200/s'):.0f} ms, at 50 {batched(f'{v}@200/s batch 50', 'credits_per_transaction'):.1f} "
+        f"and {batched(f'{v}@200/s batch 50'):.0f} ms" for v in "dp"),
     "latency.batch10": lambda: "; ".join(
-        f"{v} {latency('latency-batch.json', f'{v}@200/s'):.0f} → "
-        f"{latency('latency-batch.json', f'{v}@200/s batch 10'):.0f} ms p50, "
-        f"{latency('latency-batch.json', f'{v}@200/s', 'p99_ms'):.0f} → "
-        f"{latency('latency-batch.json', f'{v}@200/s batch 10', 'p99_ms'):.0f} ms p99" for v in "dp"),
-    "latency.batch1": lambda: pairs({v: latency("latency-batch.json", f"{v}@200/s batch 1") for v in "dp"}
-                                    | {"c": latency("latency-batch.json", "c@200/s")}, "{:.1f}") + " ms",
-    "latency.5000.batch50": lambda: " and ".join(f"{v} {latency('latency-batch.json', f'{v}@5000/s'):,.0f} → "
-                                                 f"{latency('latency-batch.json', f'{v}@5000/s batch 50'):,.0f} ms"
-                                                 for v in "dp"),
-    "latency.5000.small": lambda: "{:,.0f} ms".format(min(latency("latency-batch.json", f"{v}@5000/s batch {n}")
-                                                          for v in "dp" for n in (10, 1))),
+        f"{v} {batched(f'{v}@200/s'):.0f} → {batched(f'{v}@200/s batch 10'):.0f} ms p50, "
+        f"{batched(f'{v}@200/s', 'p99_ms'):.0f} → {batched(f'{v}@200/s batch 10', 'p99_ms'):.0f} ms p99" for v in "dp"),
+    "latency.batch1": lambda: pairs({v: batched(f"{v}@200/s batch 1") for v in "dp"} | {"c": batched("c@200/s")},
+                                    "{:.1f}") + " ms",
+    "latency.5000.batch50": lambda: " and ".join(
+        f"{v} {batched(f'{v}@5000/s'):,.0f} → {batched(f'{v}@5000/s batch 50'):,.0f} ms" for v in "dp"),
+    "latency.5000.small": lambda: f"{min(batched(f'{v}@5000/s batch {n}') for v in 'dp' for n in (10, 1)):,.0f} ms",
     "latency.batch.faults": lambda: f"{sum(sum(s['totals'].values()) for s in summary('latency-batch.json').values())}",
     "bare.cost": lambda: "{:.0%} of the rate and {:.0%} of the CPU; the backends {:.1f} of the {:.1f} µs".format(
-        1 - results.paired_by_run(need("throughput-bare.json"), "p", "p-bare", lambda r: r["msgs_per_s"])["median"],
-        1 - 1 / results.paired_by_run(need("throughput-bare.json"), "p", "p-bare",
-                                      lambda r: r["cpu_us_per_msg"]["total"])["median"],
+        1 - p_over_bare(lambda r: r["msgs_per_s"]), 1 - 1 / p_over_bare(lambda r: r["cpu_us_per_msg"]["total"]),
         cpu(BARE, "p", "postgres_backends") - cpu(BARE, "p-bare", "postgres_backends"),
         cpu(BARE, "p") - cpu(BARE, "p-bare")),
-    "bare.wal": lambda: "{:.2f}×".format(results.paired_by_run(need(BARE), "p", "p-bare",
-                                                              lambda r: r["wal_bytes_per_msg"])["median"]),
+    "bare.wal": lambda: f"{p_over_bare(lambda r: r['wal_bytes_per_msg']):.2f}×",
     "load.delete-wal": lambda: "{:.1f}×".format(summary(LOAD, "delete", "wal_mb")["median"]
                                                 / summary(LOAD, "alone", "wal_mb")["median"]),
     "load.times": lambda: pairs({m: summary(LOAD, m, "retention_s")["median"] for m in ("delete", "drop", "detach")},
@@ -341,8 +337,7 @@ FIGURES = {
         10_000_000, 50_000_000)) for v in "dp"),
     "growth.wal": lambda: " and ".join("{} {:,.0f} → {:,.0f} bytes".format(v, *(growth(
         v, "text", n, "wal_bytes_per_msg") for n in (0, 50_000_000))) for v in "dp"),
-    "growth.cpu": lambda: "; ".join(f"{v}: {growth_cpu(v, 'text', 0):.1f} → {growth_cpu(v, 'text', 50_000_000):.1f} "
-                                    "µs "
+    "growth.cpu": lambda: "; ".join(f"{v}: {growth_cpu(v, 'text', 0):.1f} → {growth_cpu(v, 'text', 50_000_000):.1f} µs "
                                     f"with v4, {growth_cpu(v, 'uuid-v7', 0):.1f} → "
                                     f"{growth_cpu(v, 'uuid-v7', 50_000_000):.1f} with v7" for v in "dp"),
     "growth.c": lambda: ", ".join(f"{growth('c', 'uuid-v7', n, 'vs_text'):.2f}" for n in (0, 10_000_000, 50_000_000)),

@@ -11,19 +11,7 @@ import statistics
 from lab import tables
 from lab.sections import CLUSTER_FILES, POINT_NAMES, REBALANCE_SETS, SOURCE_NAMES, cluster_fault_name
 from lab.settings import ROOT
-from lab.tables import (
-    VARIANT_NAMES,
-    exact,
-    load,
-    markdown_table,
-    measured_by,
-    need,
-    provenance,
-    runs_of,
-    say,
-    spread,
-    total,
-)
+from lab.tables import VARIANT_NAMES, load, markdown_table, measured_by, need, provenance, runs_of, say, spread, total
 
 
 def kill_section() -> str:
@@ -144,7 +132,7 @@ def findings_section() -> str:
             if run.get("duplicates") is not None:  # raw has no effects to count
                 grouped_runs.setdefault((measurement, *row_of(run, doc["config"])), []).append(run)
     return markdown_table(["Measurement", "Fault", "Variant", "Runs", "Duplicates", "Lost", "Exact balances"], [
-        [*key, len(mine), f"{total(mine, 'duplicates'):,}", f"{total(mine, 'lost'):,}", exact(mine)]
+        [*key, len(mine), f"{total(mine, 'duplicates'):,}", f"{total(mine, 'lost'):,}", tables.exact(mine)]
         for key, mine in grouped_runs.items()], text_columns=3) + "\n"
 
 

@@ -4,25 +4,7 @@
 import statistics
 
 from lab import faults, registry, results, tables
-from lab.tables import (
-    VARIANT_NAMES,
-    Missing,
-    Row,
-    Table,
-    cpu_of_runs,
-    cpu_table,
-    events_of_text,
-    exact,
-    load,
-    markdown_table,
-    need,
-    provenance,
-    runs_of,
-    say,
-    spread,
-    summary,
-    total,
-)
+from lab.tables import VARIANT_NAMES, Row, Table, load, markdown_table, need, provenance, say, spread, summary, total
 
 POINT_NAMES = {"kill": "SIGKILL on M1's schedule", "pg-committed": "planted: after Postgres, before Kafka's commit",
                "kafka-committed": "planted: after Kafka's commit, before the next poll"}
@@ -136,7 +118,7 @@ def cluster_section() -> str:
                            r["acks"]), []).append(r)
     rows = [[name, VARIANT_NAMES[variant], replication if "pg-standby" in faults.get(fault).needs else "–", acks,
              len(mine), total(mine, "duplicates"), f"{total(mine, 'lost'):,}", total(mine, "acked_missing"),
-             spread(results.stats(r["longest_stall_s"] for r in mine), 1), exact(mine)]
+             spread(results.stats(r["longest_stall_s"] for r in mine), 1), tables.exact(mine)]
             for (name, fault, variant, replication, acks), mine in sorted(
                 groups.items(), key=lambda g: (order.index(g[0][1]), g[0][3], g[0][4] != "all", g[0][2]))]
     c, acks1 = cluster["config"], load("cluster-acks1.json")
@@ -156,22 +138,23 @@ def offsets_section() -> str:
             groups.setdefault((r["replication"], r["variant"], config["stall_s"]), []).append(r)
     rows = [[f"M8, b, c, d and o interleaved, one invocation: the standby's stream stalled {stall_s:g} s, the primary "
              f"killed, {replication} standby promoted", variant, len(mine), total(mine, "duplicates"),
-             f"{total(mine, 'lost'):,}", exact(mine)] for (replication, variant, stall_s), mine in groups.items()]
+             f"{total(mine, 'lost'):,}", tables.exact(mine)]
+            for (replication, variant, stall_s), mine in groups.items()]
     for name, label in (("kill-o.json", "M1: {kills} SIGKILLs a run"),
                         ("rebalance-o-classic.json", "M2: a {slow_seconds:g} s stall every {slow_every}th event")):
         if doc := load(name):
             rows.append([label.format(**doc["config"]), "o", len(doc["runs"]), total(doc["runs"], "duplicates"),
-                         total(doc["runs"], "lost"), exact(doc["runs"])])
+                         total(doc["runs"], "lost"), tables.exact(doc["runs"])])
     if not rows:
-        raise Missing("_No results for o yet: run `make measure-cluster`, then `python measure_kill.py --variant o` "
-                      "and `python measure_rebalance.py --variant o`._\n")
+        raise tables.Missing("_No results for o yet: run `make measure-cluster`, then `python measure_kill.py "
+                             "--variant o` and `python measure_rebalance.py --variant o`._\n")
     text = (markdown_table(["Fault", "Variant", "Runs", "Duplicates", "Lost", "Exact balances"], rows, text_columns=2)
             + "\n\n" + say("offsets") + "\n")
     if cost := load("throughput-offsets.json"):
-        s = cost["summary"]["variants"]
-        text += f"\n{cpu_table(cost)}\n" + say("offsets.cost", c=cost["config"], prov=provenance(cost), c_rate=spread(
-            s["c"]["msgs_per_s"]), o_rate=spread(s["o"]["msgs_per_s"]), ratio=spread(cost["summary"]["ratios"].get(
-                "o/c"), 3)) + "\n"
+        rates, ratios = cost["summary"]["variants"], cost["summary"]["ratios"]
+        text += f"\n{tables.cpu_table(cost)}\n" + say(
+            "offsets.cost", c=cost["config"], prov=provenance(cost), c_rate=spread(rates["c"]["msgs_per_s"]),
+            o_rate=spread(rates["o"]["msgs_per_s"]), ratio=spread(ratios.get("o/c"), 3)) + "\n"
     return text
 
 
@@ -186,12 +169,12 @@ def parallel_after(doc: dict) -> str:
         k, runs = kill["config"], kill["runs"]
         under.append([f"M1: {k['kills']} SIGKILLs a run, {k['lanes']} lanes, {k['events']:,} credits", len(runs),
                       total(runs, "kills"), "–", *(total(runs, f) for f in ("duplicates", "lost", "order_violations")),
-                      exact(runs)])
+                      tables.exact(runs)])
     if rebalance := load("rebalance-k-classic.json"):
         k, runs = rebalance["config"], rebalance["runs"]
         under.append([f"M2: a {k['slow_seconds']:g} s stall every {k['slow_every']}th event, {k['lanes']} lanes",
                       len(runs), *(total(runs, f) for f in ("stalls", "evictions", "duplicates", "lost",
-                                                            "order_violations")), exact(runs)])
+                                                            "order_violations")), tables.exact(runs)])
     if under:
         text += ("\n" + markdown_table(["k under", "Runs", "Kills or stalls", "Evictions", "Duplicates", "Lost",
                                         "Order violations", "Exact balances"], under)
@@ -214,9 +197,9 @@ def frameworks_section() -> str:
     kill = need("kill-frameworks.json", "python measure_kill.py --variant frameworks --runs 5 --out "
                                         "results/kill-frameworks.json")
     zombie, m1_bc = load("rebalance-frameworks-classic.json"), load("kill.json")
-    m1 = {**{v: (m1_bc["summary"][v], runs_of(m1_bc, variant=v)) for v in ("b", "c")
+    m1 = {**{v: (m1_bc["summary"][v], tables.runs_of(m1_bc, variant=v)) for v in ("b", "c")
              if m1_bc and v in m1_bc["summary"]},
-          **{v: (s, runs_of(kill, variant=v)) for v, s in kill["summary"].items()}}
+          **{v: (s, tables.runs_of(kill, variant=v)) for v, s in kill["summary"].items()}}
     m2 = {**{v: doc["summary"][v] for v in ("b", "c") if (doc := load(f"rebalance-{v}-classic.json"))},
           **(zombie["summary"] if zombie else {})}
     rows = [[VARIANT_NAMES[v], s["runs"], total(runs, "kills"), spread(s["duplicates"]), spread(s["lost"]),
@@ -247,7 +230,7 @@ def conformance_section() -> str:
     results/conformance-*.json; each file's command, version and code beneath."""
     names = sorted(p.name for p in tables.RESULTS.glob("conformance-*.json"))  # as a test may point it
     if not names:
-        raise Missing("_No `results/conformance-*.json` yet: run `python -m measurements.conformance --command "
+        raise tables.Missing("_No `results/conformance-*.json` yet: run `python -m measurements.conformance --command "
                       "CMD --out results/conformance-NAME.json`._\n")
     rows, sources = [], []
     for name in names:
@@ -330,16 +313,16 @@ LATENCY_COLUMNS = [spread_of("p50, ms", "p50_ms", 1), spread_of("p99, ms", "p99_
 TABLES = [
     Table("reconnect", "faults-reconnect.json", command="python -m measurements.measure_faults --fault pg-restart "
           "--variant c,c-reconnect --runs 5 --out results/faults-reconnect.json", rows=lambda doc: [
-              Row(f"{v}: {how}", None, runs_of(doc, variant=v), doc) for v, how in (
+              Row(f"{v}: {how}", None, tables.runs_of(doc, variant=v), doc) for v, how in (
                   ("c", "stops; its supervisor starts it again"), ("c-reconnect", "reconnects in place"))
-              if runs_of(doc, variant=v)], columns=[
+              if tables.runs_of(doc, variant=v)], columns=[
         ("Variant", lambda e: e.key), ("Runs", lambda e: len(e.runs)), summed("Restarts", "faults"),
         summed("Duplicates", "duplicates", ","), summed("Lost", "lost", ","),
         ("Started again", lambda e: sum(r.get("restarted", 0) for r in e.runs)),
         ("Reconnected", lambda e: sum(r.get("reconnected", 0) for r in e.runs)),
         ("First credit after a restart (s)",
          lambda e: spread(results.stats(r["resume_s"]["median"] for r in e.runs), 2)),
-        ("Exact balances", lambda e: exact(e.runs))]),
+        ("Exact balances", lambda e: tables.exact(e.runs))]),
     Table("throughput", "throughput.json", cpu=True, rows=summary("variants"), columns=[
         ("Variant", lambda e: VARIANT_NAMES.get(e.key, e.key)), RUNS, RATE,
         ("Gap p50 (ms)", lambda e: f"{statistics.median(r['gap_p50_ms'] for r in e.runs):.3f}"),
@@ -399,7 +382,7 @@ TABLES = [
           "200,500,5000 --runs 5", text_columns=2, columns=[
         ("Variant", of_variant), ("Offered", lambda e: e.key.partition("@")[2]), RUNS, *sent(), *LATENCY_COLUMNS]),
     Table("growth", "throughput-inbox.json", rows=growth_rows, text_columns=3,
-          extra=lambda doc: {"events": events_of_text(doc["config"])},
+          extra=lambda doc: {"events": tables.events_of_text(doc["config"])},
           command="python measure_throughput.py --variants c,d,p --inbox-rows 0,10000000,50000000 --id-type "
           "text,uuid-v7 --events-of c=5000 --out results/throughput-inbox.json", columns=[
         ("Variant", lambda e: VARIANT_NAMES.get(e.key[0], e.key[0])),
@@ -409,10 +392,10 @@ TABLES = [
         ("v7 ÷ v4", lambda e: spread(e.s["vs_text"], 3) if e.s.get("vs_text") else "–"),
         ("WAL bytes/msg", lambda e: f"{e.s['wal_bytes_per_msg']['median']:,.0f}"),
         ("Index reads/msg", lambda e: f"{e.s['inbox_index_reads_per_msg']['median']:.3f}"),
-        *((header, lambda e, i=i: cpu_of_runs(e.runs)[i]) for i, header in enumerate((
+        *((header, lambda e, i=i: tables.cpu_of_runs(e.runs)[i]) for i, header in enumerate((
             "µs/msg: consumer", "µs/msg: Postgres, its backends", "µs/msg, all", "Consumer peak RSS (MiB)")))]),
     Table("consumers", "throughput-consumers.json", cpu=True, rows=summary("variants"),
-          extra=lambda doc: {"events": events_of_text(doc["config"])},
+          extra=lambda doc: {"events": tables.events_of_text(doc["config"])},
           command="python measure_throughput.py --variants c,d,p --consumers 1,2,3 --events-of c=20000 --out "
           "results/throughput-consumers.json", columns=[
         ("Variant", of_variant), ("Consumers", lambda e: e.key.partition(":")[2]), RUNS, RATE,
