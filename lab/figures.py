@@ -70,7 +70,7 @@ def cpu(name: str, variant: str, kind: str = "total") -> float:
 
 
 def cores(name: str, variant: str) -> str:
-    return f"{results.cores_busy(summary(name, 'variants', variant)):.2f}"
+    return tables.cores_busy(summary(name, "variants", variant))
 
 
 def latency(name: str, case: str, field: str = "p50_ms") -> float:

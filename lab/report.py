@@ -1,10 +1,9 @@
 """Generate README.md's and docs/'s results tables, the figures their prose quotes, and the charts.
 
-Claim: no figure in the pages is typed by hand. Each table sits between `<!-- report:NAME -->`
-and `<!-- /report:NAME -->` and is rewritten from results/ (lab/sections.py, lab/claims.py);
-each number the prose quotes sits between `<!-- fig:NAME -->` and `<!-- /fig -->` and is
-rewritten from results/ too (lab/figures.py). `--check` fails when a table, a figure or a chart
-(lab/charts.py) differs from what results/ says, or when a marker names a figure nobody makes.
+No figure in the pages is typed by hand: each table sits between `<!-- report:NAME -->` and
+`<!-- /report:NAME -->`, each number the prose quotes between `<!-- fig:NAME -->` and `<!-- /fig -->`,
+and both are rewritten from results/. `--check` fails when a table, a figure or a chart differs
+from what results/ says, or when a marker names a figure nobody makes.
 
     python -m lab.report            # rewrite README.md, docs/*.md and the charts
     python -m lab.report --check    # exit 1 if any of them differs from what results/ says
@@ -22,6 +21,7 @@ FIG = re.compile(r"<!-- fig:([a-z0-9][a-z0-9.@/-]*) -->(.*?)<!-- /fig -->", re.S
 
 
 def made(make) -> str:
+    """A section, or in its place what is missing to make it."""
     try:
         return make()
     except tables.Missing as missing:
@@ -29,8 +29,8 @@ def made(make) -> str:
 
 
 def figure(name: str, value: str, unknown: list[str]) -> str:
-    """A fig marker's value as the results give it: as it stands if its results file is missing
-    (or nobody makes the figure: `unknown` gets the name)."""
+    """A fig marker's value as the results give it; as it stands while its results file is missing,
+    or when nobody makes the figure (`unknown` gets the name)."""
     if name not in figures.FIGURES:
         unknown.append(name)
         return value
@@ -62,19 +62,18 @@ def main(argv=None) -> int:
             stale.append(str(document.relative_to(ROOT) if document.is_relative_to(ROOT) else document))
         else:
             document.write_text(fresh)
-    nobody = [f"a fig marker names {name}, which lab/figures.py does not make" for name in dict.fromkeys(unknown)]
+    said = [f"a fig marker names {name}, which lab/figures.py does not make" for name in dict.fromkeys(unknown)]
     if args.check:
-        said = [f"{', '.join(stale)} out of date with results/; run `python -m lab.report`"] * bool(stale) + nobody
-        if said:
-            print("report.py: " + "; ".join(said), file=sys.stderr)
-            return 1
+        said = [f"{', '.join(stale)} out of date with results/; run `python -m lab.report`"] * bool(stale) + said
+    else:
+        drawn = [str(out.relative_to(ROOT)) for out in charts.build()]
+        print(f"README.md and docs/ rewritten{', charts: ' + ', '.join(drawn) if drawn else ''}")
+    if said:
+        print("report.py: " + "; ".join(said), file=sys.stderr)
+        return 1
+    if args.check:
         print("README.md, docs/ and the charts match results/")
-        return 0
-    drawn = [str(out.relative_to(ROOT)) for out in charts.build()]
-    print(f"README.md and docs/ rewritten{', charts: ' + ', '.join(drawn) if drawn else ''}")
-    if nobody:
-        print("report.py: " + "; ".join(nobody), file=sys.stderr)
-    return 1 if nobody else 0
+    return 0
 
 
 if __name__ == "__main__":
