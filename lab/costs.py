@@ -33,15 +33,13 @@ def p_goal(doc: dict) -> str:
     """Whether p met its goal, on one connection and (in the other invocation) on two."""
     if (alone := doc["summary"]["ratios"].get("p/d")) is None:
         return "\n\n"
-    said = (f"p on one connection makes {alone['median']:.2f}× d's rate in the first invocation (median; "
-            f"{alone['min']:.2f}–{alone['max']:.2f}): "
-            f"{'at or past' if alone['median'] >= P_GOAL else 'short of'} the "
-            f"{P_GOAL:g}× p was built for.")
+    said = say("pipelined.goal", alone=alone, goal=P_GOAL,
+               met="at or past" if alone["median"] >= P_GOAL else "short of")
     if both := ((two := load("throughput-connections.json")) or {}).get("summary", {}).get("ratios", {}).get("p@2/d"):
         d_of = {r["run"]: r["msgs_per_s"] for r in runs_of(two, variant="d")}
         paired = [r["msgs_per_s"] / d_of[r["run"]] for r in runs_of(two, variant="p@2") if r["run"] in d_of]
-        said += (f" On two connections (p@2) it makes {both['median']:.2f}× ({both['min']:.2f}–{both['max']:.2f}), "
-                 f"past {P_GOAL:g}× in {sum(x >= P_GOAL for x in paired)} of {len(paired)} runs.")
+        said += " " + say("pipelined.goal-two", both=both, goal=P_GOAL, past=sum(x >= P_GOAL for x in paired),
+                          runs=len(paired))
     return "\n" + said + "\n"
 
 

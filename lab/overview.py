@@ -46,10 +46,10 @@ def kill_section() -> str:
                             kills=kills, lives=lives) + short + "."
     crashes = [(key, code) for key, row in rows.items() for r in row[2] for code in r.get("crashes", [])]
     if crashes:  # a life that ended before its kill: counted apart, never as a kill
-        legend += (f" {len(crashes)} lives ended by themselves before their kill and are not counted as kills: "
-                   + ", ".join(f"{row} (exit code {code})" for row, code in crashes) + ".")
+        legend += " " + say("kill.crashes", count=len(crashes),
+                            lives=", ".join(f"{row} (exit code {code})" for row, code in crashes))
     elif all("crashes" in r for row in rows.values() for r in row[2]):
-        legend += " Every life counted as a kill was ended by its SIGKILL; none exited by itself first."
+        legend += " " + say("kill.no-crashes")
     if throughput:
         legend += " " + say("kill.throughput", c=throughput["config"], code=measured_by(throughput))
     return markdown_table(["Variant", "Runs", "Kills", "Duplicates per run", "Lost per run", "Skipped duplicates",

@@ -260,10 +260,7 @@ def saturation_extra(doc: dict) -> dict:
     short = [e.key.replace("@", " at ") for e in summary(match=at_load)(doc)
              if e.s["offered_per_s"]["median"] < 0.9 * statistics.median(r["rate"] for r in e.runs)]
     return {"backlogs": ", ".join(f"{v} {n:,}" for v, n in doc["config"]["capacity_events_of"].items()),
-            "caveat": " Where the offered rate falls short of the asked one by more than a tenth "
-                      f"({', '.join(short)}), "
-                      "the publisher, one Python process sharing the two cores, could not send faster: those rows are "
-                      "latency at the publisher's pace, not at that share of the consumer's capacity." if short else ""}
+            "caveat": " " + say("saturation.caveat", rows=", ".join(short)) if short else ""}
 
 
 def at_load(r: dict, key: str) -> bool:
