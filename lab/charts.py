@@ -1,15 +1,7 @@
-"""The README's charts, one per measurement, drawn from results/*.json alone.
-
-Claim: a chart is never older than what it draws. Each PNG carries, in a text
-chunk, a hash of the results files it was drawn from and of this module, which
-draws them; `stale()` recomputes the hash, so a test fails when a chart is missing
-or was drawn from other results (or by other code) than those committed.
-
-A chart is a declaration (CHARTS): its results files, a body that draws its series into
-the axes (one of a few kinds: bars with error bars, bars side by side, lines, timelines),
-its labels and its size; Chart makes the figure around the body the same way for each.
-
-Assumptions: matplotlib (requirements.txt); report.py calls build() and stale().
+"""The README's charts, one per measurement, drawn from results/*.json alone and never older than
+what they draw: each PNG carries, in a text chunk, a hash of its results files and of this module,
+and `stale()` recomputes it. A chart is a declaration (CHARTS): its results files, a body that
+draws into the axes, its labels and its size; Chart makes the figure around the body.
 """
 import hashlib
 from collections.abc import Callable
@@ -314,6 +306,7 @@ def consumers(ax, doc):
 
 
 PERCENTILES = [("p50", of_summary("p50_ms"), BLUE), ("p99", of_summary("p99_ms"), RED)]
+PER_CASE = grouped(lambda doc: list(doc["summary"]), lambda doc, n: n, PERCENTILES)  # p50 and p99 of each case
 
 
 def latency_batch(plt, doc):
@@ -411,12 +404,9 @@ CHARTS = {
     "consumers": Chart(("throughput-consumers.json",), consumers, "More consumers on {m[cores]} cores, {c[runs]} "
                        "interleaved runs", "msgs/s ÷ one consumer's (median of per-run ratios)",
                        "consumer processes in the group", size=(7, 4.2)),
-    "latency": Chart(("latency.json",), grouped(lambda doc: list(doc["summary"]), lambda doc, n: n, PERCENTILES),
-                     "Latency at fixed offered loads (variant@rate)", MS, yscale="log"),
-    "latency-saturation": Chart(("latency-saturation.json",), grouped(lambda doc: list(doc["summary"]),
-                                                                      lambda doc, n: n, PERCENTILES),
-                                "Latency at shares of each variant's capacity, measured just before (variant@load)",
-                                MS, yscale="log"),
+    "latency": Chart(("latency.json",), PER_CASE, "Latency at fixed offered loads (variant@rate)", MS, yscale="log"),
+    "latency-saturation": Chart(("latency-saturation.json",), PER_CASE, "Latency at shares of each variant's capacity, "
+                                "measured just before (variant@load)", MS, yscale="log"),
     "latency-batch": Chart(("latency-batch.json",), latency_batch, panels=0),
     "contention": Chart(("throughput-accounts.json",), grouped(lambda doc: list(dict.fromkeys(
         n.partition(", ")[0] for n in doc["summary"]["variants"])), lambda doc, v: v, contention),
@@ -428,10 +418,6 @@ CHARTS = {
     "retention-load": Chart(("retention-load.json",), retention_load, "p while retention forgets {c[backlog]:,} "
                             "expired IDs beside it (grey: no retention)", size=(12, 4.2), panels=3),
 }
-
-
-def path_of(chart: str) -> Path:
-    return RESULTS / f"{chart}.png"
 
 
 def fingerprint(chart: str) -> str | None:
@@ -465,7 +451,7 @@ def build() -> list[Path]:
     whoever reads it meanwhile (a check in another process) never sees half a PNG."""
     plt, written = None, []
     for name, chart in CHARTS.items():
-        path = path_of(name)
+        path = RESULTS / f"{name}.png"
         if (mark := fingerprint(name)) is None or (path.exists() and stored_fingerprint(path) == mark):
             continue
         plt = plt or pyplot()
@@ -483,7 +469,7 @@ def stale() -> list[str]:
     """Charts that are missing, or were drawn from other inputs than those in results/ now."""
     found = []
     for chart in CHARTS:
-        mark, path = fingerprint(chart), path_of(chart)
+        mark, path = fingerprint(chart), RESULTS / f"{chart}.png"
         if mark is not None and (not path.exists() or stored_fingerprint(path) != mark):
             found.append(f"{path.name} ({'missing' if not path.exists() else 'out of date'})")
         elif mark is None and path.exists():
