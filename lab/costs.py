@@ -1,7 +1,6 @@
-"""The generated sections of docs/throughput.md about what the batched inboxes cost: p against
-d and its ceilings, p's steps made cheaper and p against its old self, the inbox's price at
-batch scale, and the sweep over accounts. Declared as lab/sections.py declares the rest
-(a Table, or a short function where a verdict line is computed); lab/report.py takes both.
+"""The sections of docs/throughput.md on what the batched inboxes cost: p against d and its
+ceilings, p's steps made cheaper, p against its old self, the inbox's price at batch scale, and
+the sweep over accounts; declared as lab/sections.py declares the rest.
 """
 import functools
 
@@ -74,11 +73,12 @@ def contention_section() -> str:
         parts.append(f"{what.capitalize()}:\n\n" + cpu_table(doc) + markdown_table(
             ["Variant", *(f"{n}: {h}" for n in counts for h in ("msgs/s, median (min–max)", "CPU µs/msg")),
              f"{counts[-1]} ÷ {counts[0]}, paired by run"], rows) + extra
-            + "\n\n" + say("contention", c=c, events=tables.events_of_text(c), batch=c.get("batch", 500), file=name,
-                             prov=provenance(doc)) + "\n")
+            + "\n\n" + say("contention", c=c, events=tables.events_of_text(c), file=name, prov=provenance(doc),
+                             **batch_of(doc)) + "\n")
     if not parts:
         raise tables.Missing("_Not measured yet: `python measure_throughput.py --variants d,p,p@2,p-lean,p-lean@2 "
-                      "--accounts 100,10000 --runs 5 --events 100000 --out results/throughput-accounts.json`._\n")
+                             "--accounts 100,10000 --runs 5 --events 100000 --out "
+                             "results/throughput-accounts.json`._\n")
     return "\n".join(parts)
 
 

@@ -1,9 +1,6 @@
-"""The sections that join several results files into one overview: M1 and M2 beside the post,
-the findings of every measurement, the index of every results file, and the post's commands.
-
-Claim: these read every file of their kind (a batched M1 file, each M2 protocol and stall, each
-measurement's files), so each keeps a short function; they use the same helpers as the declared
-tables (lab/tables.py) and the same prose templates (lab/footers.md).
+"""The sections that join every results file of their kind into one overview, so each keeps a
+short function: M1 and M2 beside the post, the findings of every measurement, the index of every
+results file, and the post's commands.
 """
 import json
 import statistics

@@ -230,8 +230,8 @@ def conformance_section() -> str:
     results/conformance-*.json; each file's command, version and code beneath."""
     names = sorted(p.name for p in tables.RESULTS.glob("conformance-*.json"))  # as a test may point it
     if not names:
-        raise tables.Missing("_No `results/conformance-*.json` yet: run `python -m measurements.conformance --command "
-                      "CMD --out results/conformance-NAME.json`._\n")
+        raise tables.Missing("_No `results/conformance-*.json` yet: run `python -m measurements.conformance "
+                             "--command CMD --out results/conformance-NAME.json`._\n")
     rows, sources = [], []
     for name in names:
         doc = need(name)
