@@ -244,6 +244,13 @@ def conformance_section() -> str:
             + say("conformance", sources="; ".join(sources)) + "\n")
 
 
+def reconnect_rows(doc: dict) -> list[Row]:
+    """c, whose supervisor restarts it, beside c-reconnect, which reconnects in place: one row each, from its runs."""
+    return [Row(f"{v}: {how}", None, mine, doc) for v, how in (("c", "stops; its supervisor starts it again"),
+                                                               ("c-reconnect", "reconnects in place"))
+            if (mine := tables.runs_of(doc, variant=v))]
+
+
 def share_of_raw(e: Row) -> str:
     raw = e.doc["summary"]["variants"].get("raw", {}).get("msgs_per_s", {}).get("median")
     return f"{e.s['msgs_per_s']['median'] / raw:.1%}" if raw else "–"
@@ -309,10 +316,7 @@ LATENCY_COLUMNS = [spread_of("p50, ms", "p50_ms", 1), spread_of("p99, ms", "p99_
                    spread_of("Largest, ms", "max_ms", 1), DUP_LOST]
 TABLES = [
     Table("reconnect", "faults-reconnect.json", command="python -m measurements.measure_faults --fault pg-restart "
-          "--variant c,c-reconnect --runs 5 --out results/faults-reconnect.json", rows=lambda doc: [
-              Row(f"{v}: {how}", None, tables.runs_of(doc, variant=v), doc) for v, how in (
-                  ("c", "stops; its supervisor starts it again"), ("c-reconnect", "reconnects in place"))
-              if tables.runs_of(doc, variant=v)], columns=[
+          "--variant c,c-reconnect --runs 5 --out results/faults-reconnect.json", rows=reconnect_rows, columns=[
         ("Variant", lambda e: e.key), ("Runs", lambda e: len(e.runs)), summed("Restarts", "faults"),
         summed("Duplicates", "duplicates", ","), summed("Lost", "lost", ","),
         ("Started again", lambda e: sum(r.get("restarted", 0) for r in e.runs)),
