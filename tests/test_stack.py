@@ -103,3 +103,22 @@ def test_the_lab_ports_are_added_to_the_reserved_ones_as_ranges():
     assert stack.merged_port_ranges("", [59193, 59192, 55432]) == "55432,59192-59193"
     assert stack.merged_port_ranges("8080,59192-59193\n", [59194, 59092]) == "8080,59092,59192-59194"
     assert stack.merged_port_ranges("59192-59197", [59194]) == "59192-59197"
+
+
+def test_a_pid_file_names_a_server_only_when_that_process_is_ours(tmp_path):
+    """A pid file left behind (a node stopped hours ago, a crash) may name a pid the system has
+    since given to another stack's broker: `make down` once stopped two measurements' brokers
+    that way. A pid counts only when its process names our config file or data directory."""
+    ours, theirs = tmp_path / "ours" / "server.properties", tmp_path / "theirs" / "server.properties"
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", str(theirs)])
+    try:
+        pid_file = tmp_path / "kafka.pid"
+        pid_file.write_text(f"{sleeper.pid}\n")
+        assert stack.pid_alive(sleeper.pid)
+        assert stack.running_pid(pid_file, ours) is None  # alive, but another stack's
+        assert stack.running_pid(pid_file, theirs) == sleeper.pid
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+    assert stack.running_pid(pid_file, theirs) is None  # gone
+    assert stack.running_pid(tmp_path / "no.pid", theirs) is None

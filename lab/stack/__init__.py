@@ -126,6 +126,15 @@ def read_pid(path: Path) -> int | None:
         return None
 
 
+def running_pid(pid_file: Path, marker: Path) -> int | None:
+    """The pid in `pid_file` if that process is alive and is ours: its command line names
+    `marker` (its config file or data directory). A pid file left by a crash or a stop long ago
+    may name a pid the system has since given to another stack's server (another checkout's,
+    or a measurement's on other ports): that one must never be signalled."""
+    pid = read_pid(pid_file)
+    return pid if pid and pid_alive(pid) and str(marker) in cmdline_of(pid) else None
+
+
 def tail(path: Path, lines: int = 25) -> str:
     try:
         return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
@@ -310,10 +319,7 @@ def launch_kafka(home: Path, properties: str, cluster_id: str, heap: tuple[str, 
 
 
 def kafka_pid() -> int | None:
-    pid = read_pid(KAFKA_PID)
-    if pid and pid_alive(pid) and "kafka.Kafka" in cmdline_of(pid):
-        return pid
-    return None
+    return running_pid(KAFKA_PID, KAFKA_HOME / "server.properties")
 
 
 def kafka_answers(timeout_s: float = 3.0, brokers: str = BROKERS, expect: int = 1) -> bool:
@@ -455,8 +461,7 @@ def postgres_version() -> str:
 
 def postgres_pid() -> int | None:
     _, home = postgres_paths()
-    pid = read_pid(home / "data" / "postmaster.pid")
-    return pid if pid and pid_alive(pid) else None
+    return running_pid(home / "data" / "postmaster.pid", home / "data")
 
 
 def check_data_version(data: Path) -> None:

@@ -31,8 +31,8 @@ def cluster_nodes() -> list[tuple[int, str, int]]:
 
 
 def node_pid(node: int) -> int | None:
-    pid = stack.read_pid(stack.node_home(node) / "kafka.pid")
-    return pid if pid and stack.pid_alive(pid) and "kafka.Kafka" in stack.cmdline_of(pid) else None
+    home = stack.node_home(node)
+    return stack.running_pid(home / "kafka.pid", home / "server.properties")
 
 
 def start_node(node: int, prefix: tuple = ()) -> subprocess.Popen:
@@ -103,8 +103,7 @@ def pg_node_ctl(name: str, *args) -> subprocess.CompletedProcess:
 
 
 def pg_node_pid(name: str) -> int | None:
-    pid = stack.read_pid(pg_node_data(name) / "postmaster.pid")
-    return pid if pid and stack.pid_alive(pid) else None
+    return stack.running_pid(pg_node_data(name) / "postmaster.pid", pg_node_data(name))
 
 
 def pg_node_connect(name: str, dbname: str = "postgres", timeout_s: int = 3):
