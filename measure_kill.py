@@ -86,9 +86,13 @@ def run_once(variant: str, run: int, config: dict) -> dict:
         planted = planted_crash(variant, space, args, config, log_path) if config.get("planted_crash") else None
 
         # nemesis: the seeded kill schedule
+        effects_query = registry.get(variant).effects
         def after_kill(k, life, worker, exit_code):
-            rows = harness.ledger_count(space.admin)
-            results.progress(f"{variant} run {run}: kill {k} of {config['kills']}, ledger rows {rows}"
+            # a command's effects may live elsewhere than the ledger: count what its query counts
+            rows = (harness.effects_count(space.dsn, effects_query) if effects_query
+                    else harness.ledger_count(space.admin))
+            results.progress(f"{variant} run {run}: kill {k} of {config['kills']}, "
+                             f"{'effects' if effects_query else 'ledger rows'} {rows}"
                              + (f" (it had exited by itself, code {exit_code})" if exit_code is not None else ""))
             # A worker that exited before its kill was not killed: that is a crash, kept apart.
             return {"kill": k, "life_s": life, "ledger_rows": rows, "exit_code": exit_code,
@@ -116,8 +120,11 @@ def run_once(variant: str, run: int, config: dict) -> dict:
         # recovery, then the checker
         recovery = harness.recover(variant, space, deadline_s=max(300.0, config["events"] * 0.1), log_path=log_path,
                                    args=args)
-        effects_query = registry.get(variant).effects
         verdict = harness.verdict_of(events, space.admin, effects_query=effects_query)
+        if effects_query and verdict["unexpected"] and verdict["lost"] == len(events):
+            raise harness.CommandError(
+                f"`{effects_query}` returned {verdict['unexpected']:,} IDs and none of the {len(events):,} event IDs "
+                f"published: is the event ID (the record's event_id header) its first column?")
         order = None if effects_query else harness.order_of(events, space.admin)
         # what a duplicate or a loss points at: the first IDs, with their records' partition/offset
         evidence = None
@@ -132,6 +139,9 @@ def run_once(variant: str, run: int, config: dict) -> dict:
 
     return {"variant": variant, "run": run, "seed": seed, "events": config["events"],
             "kills": sum(entry["exit_code"] is None for entry in kill_log),
+            # a kill tests something only while credits are left to apply
+            "mid_stream_kills": sum(entry["exit_code"] is None and entry["ledger_rows"] < config["events"]
+                                    for entry in kill_log),
             "crashes": [entry["exit_code"] for entry in kill_log if entry["exit_code"] is not None],
             **verdict, "order_violations": order, "skipped": counted("skipped"),
             "handler_raised": counted("handler_raised"), **({"evidence": evidence} if evidence else {}),
@@ -141,7 +151,10 @@ def run_once(variant: str, run: int, config: dict) -> dict:
 
 
 def summarise(runs: list[dict]) -> dict:
-    return results.summarise_runs(runs, results.seen(runs), spreads=("duplicates", "lost", "kills", "wall_s"))
+    summary = results.summarise_runs(runs, results.seen(runs), spreads=("duplicates", "lost", "kills", "wall_s"))
+    for variant, entry in summary.items():  # a command judged by its own effects query has no balances to check
+        entry["balances_checked"] = any(r["balances_exact"] is not None for r in runs if r["variant"] == variant)
+    return summary
 
 
 def table(summary: dict) -> str:
@@ -149,16 +162,31 @@ def table(summary: dict) -> str:
         return f"{stat['median']:g} ({stat['min']:g}-{stat['max']:g})"
 
     return results.text_table(
-        ["variant", "runs", "duplicates median (min-max)", "lost median (min-max)", "exact balances"],
-        [[variant, s["runs"], spread(s["duplicates"]), spread(s["lost"]), f"{s['balances_exact_runs']}/{s['runs']}"]
+        ["variant", "runs", "kills median (min-max)", "duplicates median (min-max)", "lost median (min-max)",
+         "exact balances"],
+        [[variant, s["runs"], spread(s["kills"]), spread(s["duplicates"]), spread(s["lost"]),
+          f"{s['balances_exact_runs']}/{s['runs']}" if s.get("balances_checked", True) else "not checked"]
          for variant, s in summary.items()])
+
+
+def untested(r: dict) -> bool:
+    """No kill landed while credits were left to apply: the run tested nothing (a consumer
+    faster than the schedule applies every credit before its first kill)."""
+    return r.get("mid_stream_kills") == 0
 
 
 def verdict_line(r: dict) -> str:
     exact = {True: "balances exact", False: "balances WRONG", None: "balances not checked"}[r["balances_exact"]]
     crashed = f", {len(r['crashes'])} exited by themselves (codes {r['crashes']})" if r.get("crashes") else ""
-    return (f"{r['variant']} run {r['run']}: {r['duplicates']} duplicates, {r['lost']} lost, {exact} "
+    line = (f"{r['variant']} run {r['run']}: {r['duplicates']} duplicates, {r['lost']} lost, {exact} "
             f"({r['kills']} kills{crashed}, {r['events']} events, {r['wall_s']:g}s)")
+    if untested(r):
+        line += f"; NOT A TEST: {UNTESTED}"
+    return line
+
+
+UNTESTED = ("no kill landed while credits were left to apply (the consumer had applied all of them): "
+            "publish more (--events) or kill sooner (--life)")
 
 
 def times(n: int) -> str:
@@ -214,6 +242,8 @@ def parse_args(argv=None):
     parser.add_argument("--explain", action="store_true", help="end with a few lines on what was measured")
     args = parser.parse_args(argv)
     command.declare_command(parser, args)
+    if args.command and any(a.split("=")[0] == "--work-ms" for a in (sys.argv[1:] if argv is None else argv)):
+        parser.error("--work-ms is the lab's variants' handler sleep: a command works as it is written")
     args.variants = [v for name in args.variant for v in {"all": POST_VARIANTS, "frameworks": registry.names(
         group="frameworks")}.get(name, (name,))]
     args.reads = registry.only_some_read(parser, args, args.variants, VARIANTS, batch=500, lanes=16, connections=1)
@@ -241,7 +271,7 @@ def post_lines(groups) -> list[str]:
 @command.command_errors
 def main(args) -> int:
     config = {"runs": args.runs, "kills": args.kills, "events": args.events, "partitions": args.partitions,
-              "work_ms": args.work_ms, "life": list(args.life), "seed": args.seed,
+              **({} if args.command else {"work_ms": args.work_ms}), "life": list(args.life), "seed": args.seed,
               "session_timeout_ms": args.session_timeout_ms, "group_protocol": "classic",
               "kill": "SIGKILL (Popen.kill)", "life_from": "the worker's first side effect"}
     if "batch" in args.reads:
@@ -260,6 +290,9 @@ def main(args) -> int:
                              committed=args.committed, post_lines=post_lines)
     if args.explain:
         print("\n" + explain(document))
+    if nothing := [f"{r['variant']} run {r['run']}" for r in document["runs"] if untested(r)]:
+        print(f"measure_kill.py: {', '.join(nothing)}: {UNTESTED}", file=sys.stderr)
+        return 1
     return 0
 
 

@@ -36,7 +36,8 @@ def command_flags(parser, which) -> None:
                         help="with --command: a query whose rows' first column is the event ID of each effect "
                              "(default: schema.sql's ledger, and the balances are checked)")
     parser.add_argument("--schema", metavar="FILE", type=Path,
-                        help="with --command: SQL run in each run's schema before your command starts")
+                        help="with --command: SQL run once in each run's schema before your command starts; "
+                             "your command's role may read and write the tables it makes")
     parser.add_argument("--version-command", metavar="CMD", type=not_blank("the version command"),
                         help="with --command: prints your consumer's version, recorded with the results")
 
@@ -53,6 +54,8 @@ def declare_command(parser, args) -> None:
             setup = args.schema.read_text()
         except OSError as e:
             parser.error(f"--schema {args.schema}: {e.strerror}")
+    if args.effects:  # it runs as a subquery, where a statement's closing semicolon is an error
+        args.effects = args.effects.strip().rstrip(";").rstrip()
     args.variant = [registry.add_command(args.command, setup=setup, effects=args.effects)]
 
 

@@ -9,6 +9,7 @@ imports one module: `harness.run_space`, `harness.Worker`, `harness.settle`.
 
 Assumptions: the services named in settings.py are up (`make up`).
 """
+import atexit
 import collections
 import contextlib
 import dataclasses
@@ -24,6 +25,7 @@ import time
 from pathlib import Path
 
 import psycopg
+from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 import consume
@@ -195,6 +197,68 @@ def effects_count(dsn: str, query: str) -> int:
         return conn.execute(f"SELECT count(*) FROM ({query}) AS effects").fetchone()[0]
 
 
+def consumer_role(dsn: str) -> str:
+    return conninfo_to_dict(dsn)["user"]
+
+
+_COMMANDS_PREPARED: set[tuple[str, str]] = set()  # (variant, dsn): a command's --schema ran there
+
+
+def prepare_command(variant: str, dsn: str) -> None:
+    """A command's --schema, once per run's schema (not at every restart: a plain CREATE TABLE
+    would fail the second time), as the schema's owner; then the consumer's role may read and
+    write the tables and use the sequences that SQL made, as it may the lab's (lab/grants.sql)
+    and no more: the lab's own tables keep their grants. Then the effects query is tried once,
+    so a wrong one is one line now, not a traceback in the middle of a run."""
+    if (variant, dsn) in _COMMANDS_PREPARED:
+        return
+    options = conninfo_to_dict(dsn)["options"]
+    made = "SELECT oid::regclass::text, relkind FROM pg_class WHERE relnamespace = current_schema()::regnamespace"
+    with psycopg.connect(make_conninfo(ADMIN_DSN, options=options), autocommit=True) as conn:
+        before = set(conn.execute(made).fetchall())
+        registry.prepare(variant, dsn)
+        for name, kind in sorted(set(conn.execute(made).fetchall()) - before):
+            role = sql.Identifier(consumer_role(dsn))  # `name` is regclass's text: quoted where it must be
+            if kind in ("r", "p", "v"):  # a table, a partitioned table, a view
+                conn.execute(sql.SQL("GRANT SELECT, INSERT, UPDATE, DELETE ON {} TO {}").format(sql.SQL(name), role))
+            elif kind == "S":
+                conn.execute(sql.SQL("GRANT USAGE, SELECT ON SEQUENCE {} TO {}").format(sql.SQL(name), role))
+    query = registry.get(variant).effects or LEDGER_EFFECTS
+    try:
+        effects_count(dsn, query)
+    except psycopg.OperationalError:
+        pass  # the server away for a moment (a fault landing early): the supervisor looks again
+    except psycopg.Error as e:
+        raise CommandError(f"the effects query `{query}` fails on a fresh run's schema: "
+                           f"{str(e).strip().splitlines()[0]}") from None
+    _COMMANDS_PREPARED.add((variant, dsn))
+
+
+# Every worker process not yet ended, so that a harness that stops on an error or a Ctrl-C
+# does not leave consumers running (a command runs in a session of its own, out of reach of
+# the terminal's SIGINT): atexit kills what is left.
+_LIVE: "set[Worker]" = set()
+
+
+@atexit.register
+def _kill_the_rest() -> None:
+    for worker in list(_LIVE):
+        with contextlib.suppress(Exception):
+            worker.send_signal(signal.SIGKILL)
+
+
+def _interrupted(kind, value, traceback) -> None:
+    """A Ctrl-C is one line, not a traceback: what was measured is in the results file already."""
+    if issubclass(kind, KeyboardInterrupt):
+        print(f"{Path(sys.argv[0]).name}: interrupted; its consumers are killed, and each run already finished "
+              f"is in the results file (the same command resumes from there)", file=sys.stderr)
+        return
+    _previous_hook(kind, value, traceback)
+
+
+_previous_hook, sys.excepthook = sys.excepthook, _interrupted
+
+
 class Worker:
     """One consumer process: `worker.py` running a declared variant, or a reader's own command.
     Its log is read as it is written, so a harness can wait on events ("first side effect")
@@ -213,7 +277,10 @@ class Worker:
         self.command, self.dsn, self.root = declared.command, dsn, Path(root)
         if self.command and self.root != ROOT:
             raise ValueError(f"{variant} is a command: it has no worker of another commit to run")
-        if self.root == ROOT:
+        if self.root == ROOT and self.command:
+            prepare_command(variant, dsn)
+            environment = os.environ
+        elif self.root == ROOT:
             registry.prepare(variant, dsn)  # what the variant's declaration asks of the schema
             environment = os.environ
         else:
@@ -223,7 +290,7 @@ class Worker:
             environment = against.worker_env(self.root)  # its folder first on the import path
         self.loaded_there: dict[str, str] = {}  # files a worker of another root said it loaded
         if self.command:
-            self.effects_query = declared.effects or "SELECT event_id FROM ledger"
+            self.effects_query = declared.effects or LEDGER_EFFECTS
             self.argv, self.env = [*prefix, "/bin/sh", "-c", self.command], command_env(topic, group, dsn,
                                                                                           args)
         else:
@@ -247,10 +314,11 @@ class Worker:
     def _spawn(self) -> None:
         self.started = time.monotonic()
         self.proc = subprocess.Popen(self.argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                     stderr=subprocess.STDOUT, text=True, env=self.env, cwd=self.root,
+                                     stderr=subprocess.STDOUT, text=True, errors="replace", env=self.env, cwd=self.root,
                                      start_new_session=bool(self.command))  # a command's children die with it
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
+        _LIVE.add(self)
 
     def _supervise(self) -> None:
         """A command's watcher: its first effect from the effects query; a restart whenever it
@@ -395,6 +463,7 @@ class Worker:
 
     def _finish(self) -> None:
         self.proc.wait(30)
+        _LIVE.discard(self)
         self._reader.join(10)
         if self._log and not self._log.closed:
             self._log.close()

@@ -119,6 +119,8 @@ class Crew:
 @contextlib.contextmanager
 def crew(variant: str, space, args: tuple, check: str, slots: int = 1):
     team = Crew(variant, space, args, f"{check}-{variant}")
+    if supervised(variant):  # a command's --schema before anything reads its effects (a backlog's publisher)
+        harness.prepare_command(variant, space.dsn)
     for slot in range(1, slots + 1):
         team.log(slot).unlink(missing_ok=True)
     try:

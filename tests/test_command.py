@@ -3,11 +3,17 @@ process the lab knows nothing about but how to start it. consume.py started as a
 command must give c's verdict, and the naive consumer (auto-commit, no inbox) must fail the
 same schedule; a command that cannot be measured gets one line saying why."""
 import json
+import signal
+import subprocess
+import sys
 
 import pytest
 
 import measure_kill
 import measure_rebalance
+from lab import stack
+from lab.settings import ROOT
+from lab.space import wait_until
 
 pytestmark = pytest.mark.xdist_group("shared")  # the measurement lock: one worker, in turn
 
@@ -87,3 +93,81 @@ def test_a_stall_made_in_the_database_evicts_any_command_and_only_the_inbox_skip
         assert record["duplicates"] == 0 and record["skipped"] >= 1 and record["balances_exact"], record
     else:
         assert record["duplicates"] >= 1 and not record["balances_exact"], record
+
+
+OWN_EFFECTS = "python tests/consumers/own_effects.py"
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("services")
+def test_a_command_with_tables_of_its_own_is_prepared_once_and_may_write_them(tmp_path):
+    """--schema runs once a run, not at each restart (a plain CREATE TABLE, which a second run
+    would refuse), and the consumer's role may write what it made; the command's first output
+    is not UTF-8, which the harness must read past. Its primary key makes it idempotent: 0/0."""
+    schema = tmp_path / "my_effects.sql"
+    schema.write_text("CREATE TABLE my_effects (event_id text PRIMARY KEY);\n")
+    out = tmp_path / "kill.json"
+    args = measure_kill.parse_args(["--command", OWN_EFFECTS, "--schema", str(schema), "--effects",
+                                    "SELECT event_id FROM my_effects;", "--runs", "1", "--kills", "2", "--events",
+                                    "3000", "--partitions", "3", "--life", "0.3,0.8", "--seed", "7",
+                                    "--out", str(out)])
+    assert measure_kill.main(args) == 0
+    document = json.loads(out.read_text())
+    [record] = document["runs"]
+    assert document["config"]["effects"] == "SELECT event_id FROM my_effects"  # its semicolon gone
+    assert record["kills"] == 2 and record["mid_stream_kills"] >= 1, record["kill_log"]
+    assert (record["duplicates"], record["lost"], record["unexpected"]) == (0, 0, 0)
+    assert record["balances_exact"] is None  # its own effects: no balances to check
+
+
+@pytest.mark.usefixtures("services")
+@pytest.mark.parametrize("effects, says", [
+    ("SELECT nope FROM ledger", "the effects query `SELECT nope FROM ledger` fails on a fresh run's schema: column"),
+    ("SELECT id FROM ledger", "`SELECT id FROM ledger` returned 100 IDs and none of the 100 event IDs published"),
+])
+def test_a_wrong_effects_query_is_one_line(tmp_path, capsys, effects, says):
+    args = measure_kill.parse_args(["--command", "python consume.py", "--effects", effects, "--runs", "1",
+                                    "--kills", "1", "--events", "100", "--partitions", "1", "--life", "0.2,0.4",
+                                    "--out", str(tmp_path / "kill.json")])
+    assert measure_kill.main(args) == 1
+    [line] = [line for line in capsys.readouterr().err.splitlines() if line.startswith("measure_kill.py: ")]
+    assert says in line
+
+
+@pytest.mark.usefixtures("services")
+def test_a_run_whose_kills_all_came_after_the_last_credit_is_not_a_pass(tmp_path, capsys):
+    """50 credits are applied long before a kill 5 s into the first life: the run tested nothing,
+    and says so instead of reading like an inbox consumer's 0 duplicates and 0 lost."""
+    args = measure_kill.parse_args(["--command", NAIVE, "--runs", "1", "--kills", "3", "--events", "50",
+                                    "--partitions", "1", "--life", "5,6", "--out", str(tmp_path / "kill.json")])
+    assert measure_kill.main(args) == 1
+    captured = capsys.readouterr()
+    assert "NOT A TEST" in captured.out + captured.err
+    [line] = [line for line in captured.err.splitlines() if line.startswith("measure_kill.py: ")]
+    assert "no kill landed while credits were left to apply" in line
+
+
+def test_work_ms_is_refused_for_a_command():
+    with pytest.raises(SystemExit):
+        measure_kill.parse_args(["--command", "python consume.py", "--work-ms", "5"])
+
+
+@pytest.mark.usefixtures("services")
+def test_a_ctrl_c_kills_the_command_and_says_so_in_one_line(tmp_path):
+    """A command runs in a session of its own, out of reach of the terminal's SIGINT: the harness
+    must kill it when it stops, and a Ctrl-C is one line, not a traceback."""
+    pid_file = tmp_path / "consumer.pid"
+    command = f"echo $$ > {pid_file}; exec python consume.py"
+    harness_proc = subprocess.Popen(
+        [sys.executable, "measure_kill.py", "--command", command, "--runs", "1", "--kills", "3", "--events", "5000",
+         "--life", "30,40", "--out", str(tmp_path / "kill.json")],
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_until(lambda: pid_file.exists() and pid_file.read_text().strip(), 60, "the command's pid file")
+        consumer_pid = int(pid_file.read_text())
+        harness_proc.send_signal(signal.SIGINT)
+        _, err = harness_proc.communicate(timeout=60)
+    finally:
+        harness_proc.kill()
+    assert "interrupted" in err and "Traceback" not in err, err
+    wait_until(lambda: not stack.pid_alive(consumer_pid), 10, "the command's process to be gone")
