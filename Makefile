@@ -100,8 +100,11 @@ measure: up
 	$(PY) measure_throughput.py $(FORCE) --variants raw,db-d,db,d,p --runs 5 --events 100000 --out results/throughput-pipelined.json
 	$(PY) measure_throughput.py $(FORCE) --variants d,p,p@2,db,db@2 --runs 5 --events 100000 --out results/throughput-connections.json
 	$(PY) -m measurements.profile_p --out results/profile-p.txt
-	$(PY) measure_kill.py $(FORCE) --variant p --runs 5 --kills 20 --events 10000 --out results/kill-p.json
-	$(PY) measure_kill.py $(FORCE) --variant p --connections 2 --runs 5 --kills 20 --events 10000 --out results/kill-p-connections2.json
+	# p's lives are shorter than M1's 1-8 s: at those, p drains 10,000 events before the 20th kill
+	$(PY) measure_kill.py $(FORCE) --variant p --connections 1 --runs 5 --kills 20 --events 10000 --life 0.3,2 \
+	  --out results/kill-p.json
+	$(PY) measure_kill.py $(FORCE) --variant p --connections 2 --runs 5 --kills 20 --events 10000 --life 0.3,2 \
+	  --out results/kill-p-connections2.json
 	$(PY) measure_rebalance.py $(FORCE) --variant p --runs 5 --out results/rebalance-p-classic.json
 	$(PY) measure_kill.py $(FORCE) --variant o --runs 5 --out results/kill-o.json
 	$(PY) measure_rebalance.py $(FORCE) --variant o --runs 5 --out results/rebalance-o-classic.json
