@@ -1,6 +1,9 @@
 """The one argument parser every script uses, so that bad flags get one line that says what is wrong,
 and what every measurement's command line shares: its common flags, and its line per run."""
 import argparse
+import json
+import os
+from pathlib import Path
 
 from lab.settings import RESULTS
 from variants.common import Parser, at_least  # noqa: F401  (one parser for variants and lab alike)
@@ -16,7 +19,49 @@ class MeasurementParser(Parser):
         global DRY_RUN
         parsed = super().parse_args(*args, **kwargs)
         DRY_RUN = parsed.dry_run
+        if getattr(parsed, "out", None):  # refused now, not after the first run, and not with a traceback
+            try:
+                results_document(Path(parsed.out))
+            except NotResults as e:
+                self.error(f"--out: {e}")
         return parsed
+
+
+class NotResults(ValueError):
+    """An --out path that a measurement can neither resume nor write; the message is one line
+    that names the file and says what is wrong with it."""
+
+
+def results_document(path: Path) -> dict | None:
+    """What an --out path holds already: a results file's document (lab/results.py's shape, a
+    JSON object with its "config" and its "runs"), or None when nothing is there yet and a file
+    can be made there. NotResults when it is a directory, cannot be made or read, is not JSON,
+    or is JSON of another shape: a measurement that went on would fail at its first write, or
+    run over a file that is not its own."""
+    try:
+        if path.is_dir():
+            raise NotResults(f"{path} is a directory; name a file in it, e.g. {path / 'results.json'}")
+        there = path.exists()
+    except OSError as e:
+        raise NotResults(f"{path} cannot be looked at: {e.strerror}") from None
+    if not there:
+        folder = next(p for p in path.absolute().parents if p.exists())  # made, if need be, at the first write
+        if not folder.is_dir():
+            raise NotResults(f"{path} cannot be made: {folder} is a file, not a directory")
+        if not os.access(folder, os.W_OK | os.X_OK):
+            raise NotResults(f"{path} cannot be made: {folder} is not writable")
+        return None
+    try:
+        document = json.loads(path.read_text())
+    except OSError as e:
+        raise NotResults(f"{path} cannot be read: {e.strerror}") from None
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        raise NotResults(f"{path} is not JSON, so not a results file of this lab; name another --out") from None
+    if not (isinstance(document, dict) and isinstance(document.get("config"), dict)
+            and isinstance(document.get("runs"), list)):
+        raise NotResults(f"{path} is JSON but not a results file of this lab (an object with its \"config\" and "
+                         "\"runs\"); name another --out")
+    return document
 
 
 def measurement(description: str, out: str | None, *, events: int | None = None, partitions: int | None = 6,

@@ -70,3 +70,45 @@ def test_bad_flags_get_one_line(script, argv, says):
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1, result.stderr
     assert says in lines[0]
+
+
+def one_line(script: str, *argv: str) -> str:
+    """Runs a measurement with bad flags: the one line on stderr it must answer with, exit status 2."""
+    result = subprocess.run([sys.executable, str(ROOT / script), *argv], capture_output=True, text=True, timeout=60,
+                            cwd=ROOT)
+    assert result.returncode == 2, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in result.stderr, result.stderr
+    return lines[0]
+
+
+@pytest.mark.parametrize("holding, says", [
+    (None, "is a directory"),
+    ("{not json", "is not JSON"),
+    ("[1, 2]", "not a results file of this lab"),
+    ('{"config": {}}', "not a results file of this lab"),
+], ids=["directory", "not JSON", "a list", "no runs"])
+@pytest.mark.parametrize("dry_run", [[], ["--dry-run"]], ids=["run", "dry run"])
+def test_an_out_that_is_no_results_file_is_refused_before_anything_runs(tmp_path, holding, says, dry_run):
+    out = tmp_path
+    if holding is not None:
+        out = tmp_path / "out.json"
+        out.write_text(holding)
+    line = one_line("measure_kill.py", "--variant", "c", "--runs", "1", "--out", str(out), *dry_run)
+    assert f"--out: {out} " in line and says in line
+    assert holding is None or out.read_text() == holding, "the file is left as it was"
+
+
+def test_an_out_under_a_file_is_refused(tmp_path):
+    (tmp_path / "plain").write_text("")
+    line = one_line("measure_rebalance.py", "--variant", "c", "--out", str(tmp_path / "plain" / "out.json"))
+    assert "is a file, not a directory" in line
+
+
+def test_a_default_out_chosen_after_parsing_is_checked_too(tmp_path):
+    from lab import results
+
+    (tmp_path / "out.json").write_text("{not json")
+    with pytest.raises(SystemExit, match=r"^measure_kill: .*out\.json is not JSON"):
+        results.previous_document("measure_kill", tmp_path / "out.json")
+    assert results.previous_document("measure_kill", tmp_path / "new.json") is None
