@@ -152,12 +152,16 @@ def per_name(text: str) -> dict:
 
 
 def names_of(choices, what: str = "variant"):
-    """A flag type for a comma-separated list of names, each one of `choices` (`what` names them)."""
+    """A flag type for a comma-separated list of names, each one of `choices` (`what` names them),
+    each once: a name given twice would be run twice and named twice in the results file's name."""
     def parse(text: str) -> list[str]:
         names = [part.strip() for part in text.split(",") if part.strip()]
         unknown = [n for n in names if n not in choices]
         if unknown or not names:
             raise argparse.ArgumentTypeError(f"unknown {what}(s) {','.join(unknown) or text!r}; "
                                              f"choose from {','.join(choices)}")
+        twice = next((n for i, n in enumerate(names) if n in names[:i]), None)
+        if twice:
+            raise argparse.ArgumentTypeError(f"{twice} is named twice in {text!r}")
         return names
     return parse

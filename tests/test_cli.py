@@ -112,3 +112,11 @@ def test_a_default_out_chosen_after_parsing_is_checked_too(tmp_path):
     with pytest.raises(SystemExit, match=r"^measure_kill: .*out\.json is not JSON"):
         results.previous_document("measure_kill", tmp_path / "out.json")
     assert results.previous_document("measure_kill", tmp_path / "new.json") is None
+
+
+@pytest.mark.parametrize("script, argv", [
+    ("measure_kill.py", ["--variant", "c,b,c"]),
+    ("measure_throughput.py", ["--variants", "c, c"]),
+])
+def test_a_name_given_twice_is_refused(script, argv):
+    assert "c is named twice" in one_line(script, *argv)
