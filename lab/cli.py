@@ -165,3 +165,39 @@ def names_of(choices, what: str = "variant"):
             raise argparse.ArgumentTypeError(f"{twice} is named twice in {text!r}")
         return names
     return parse
+
+
+def between(least: int, most: int, why: str = ""):
+    """A flag type for a whole number from `least` to `most`, both included; any other is refused
+    in one line that gives the range, and `why` it is that range."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+        if not least <= value <= most:
+            raise argparse.ArgumentTypeError(f"{value} is outside {least}..{most}" + (f": {why}" if why else ""))
+        return value
+    return parse
+
+
+# The session timeouts the lab's broker lets a classic group have: group.min.session.timeout.ms, as
+# lab/stack sets it, to group.max.session.timeout.ms, Kafka's default. librdkafka's own range
+# (1..3600000) holds both.
+BROKER_SESSION_TIMEOUT_MS = (1000, 1_800_000)
+# librdkafka's max.poll.interval.ms when a consumer leaves it alone; it refuses a session timeout above it.
+DEFAULT_MAX_POLL_INTERVAL_MS = 300_000
+
+
+def session_timeout_ms(most: int = BROKER_SESSION_TIMEOUT_MS[1]):
+    """--session-timeout-ms's type: milliseconds the lab's broker accepts of a classic group, from
+    1000 to `most`, refused in one line otherwise (librdkafka would raise, or the broker refuse the
+    member, and the run wait out its deadline). `most`, the broker's maximum by default, for a
+    measurement with its own --max-poll-interval-ms (checked against it after parsing); for one
+    whose consumers keep librdkafka's default, DEFAULT_MAX_POLL_INTERVAL_MS, which librdkafka
+    requires the session timeout not to exceed."""
+    least, broker_most = BROKER_SESSION_TIMEOUT_MS
+    why = ("what the lab's broker accepts (its group.min.session.timeout.ms and group.max.session.timeout.ms)"
+           if most >= broker_most else "the lab's broker accepts no less (group.min.session.timeout.ms), and "
+           f"librdkafka no more than the consumers' max.poll.interval.ms ({most})")
+    return between(least, min(most, broker_most), why)

@@ -1,4 +1,5 @@
 """Bad flags get one line on stderr that says what is wrong, and exit status 2. No services needed."""
+import argparse
 import subprocess
 import sys
 from pathlib import Path
@@ -120,3 +121,27 @@ def test_a_default_out_chosen_after_parsing_is_checked_too(tmp_path):
 ])
 def test_a_name_given_twice_is_refused(script, argv):
     assert "c is named twice" in one_line(script, *argv)
+
+
+@pytest.mark.parametrize("argv, says", [
+    (["--session-timeout-ms", "999999999"], "999999999 is outside 1000..1800000"),
+    (["--session-timeout-ms", "2000000"], "2000000 is outside 1000..1800000"),
+    (["--session-timeout-ms", "500"], "500 is outside 1000..1800000"),
+    (["--session-timeout-ms", "20000"], "--max-poll-interval-ms >= --session-timeout-ms"),
+    (["--session-timeout-ms", "50000", "--max-poll-interval-ms", "50000", "--slow-seconds", "60", "--group-protocol",
+      "consumer"], "--group-protocol consumer takes --session-timeout-ms from 1500 to 45000"),
+    (["--max-poll-interval-ms", "0"], "0 is outside 1..86400000"),
+])
+def test_a_session_timeout_kafka_would_refuse_is_refused_first(argv, says):
+    assert says in one_line("measure_rebalance.py", "--variant", "c", *argv)
+
+
+def test_session_timeout_ms_keeps_to_what_librdkafka_and_the_broker_take():
+    from lab import cli
+
+    below_max_poll = cli.session_timeout_ms(most=cli.DEFAULT_MAX_POLL_INTERVAL_MS)
+    assert below_max_poll("300000") == 300000
+    with pytest.raises(argparse.ArgumentTypeError, match="max.poll.interval.ms"):
+        below_max_poll("300001")
+    with pytest.raises(argparse.ArgumentTypeError, match="outside 1000..1800000"):
+        cli.session_timeout_ms()("999")
