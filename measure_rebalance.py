@@ -161,6 +161,7 @@ def parse_args(argv=None):
     which.add_argument("--variant", choices=(*VARIANTS, "frameworks"),
                        help="one variant, or frameworks: M9's, side by side")
     command.command_flags(parser, which)
+    cli.unoffered(parser, "--effects", "--schema")  # M2 counts the ledger: refused below
     parser.add_argument("--consumers", type=int, default=3)
     parser.add_argument("--slow-every", type=int, default=500)
     parser.add_argument("--slow-seconds", type=float, default=12)
@@ -174,7 +175,7 @@ def parse_args(argv=None):
     parser.add_argument("--batch", type=int, help="d and p: messages per transaction (default 500)")
     parser.add_argument("--lanes", type=int, help="k only: handlers at once (default 16)")
     args = parser.parse_args(argv)
-    if args.command and (args.effects or args.schema):
+    if args.effects or args.schema:  # with --command or without, M2 has no use for them
         parser.error("M2 counts the ledger: --effects and --schema go with measure_kill.py")
     command.declare_command(parser, args)
     args.variant = args.variant[0] if isinstance(args.variant, list) else args.variant

@@ -201,3 +201,10 @@ def session_timeout_ms(most: int = BROKER_SESSION_TIMEOUT_MS[1]):
            if most >= broker_most else "the lab's broker accepts no less (group.min.session.timeout.ms), and "
            f"librdkafka no more than the consumers' max.poll.interval.ms ({most})")
     return between(least, min(most, broker_most), why)
+
+
+def unoffered(parser, *flags: str) -> None:
+    """Flags a shared helper added that this command always refuses: still parsed, so that the
+    refusal is one line naming them, but not offered in --help."""
+    for flag in flags:
+        parser._option_string_actions[flag].help = argparse.SUPPRESS  # argparse keeps no public handle on them

@@ -145,3 +145,13 @@ def test_session_timeout_ms_keeps_to_what_librdkafka_and_the_broker_take():
         below_max_poll("300001")
     with pytest.raises(argparse.ArgumentTypeError, match="outside 1000..1800000"):
         cli.session_timeout_ms()("999")
+
+
+def test_measure_rebalance_offers_no_flag_it_refuses():
+    shown = subprocess.run([sys.executable, str(ROOT / "measure_rebalance.py"), "--help"], capture_output=True,
+                           text=True, timeout=60, cwd=ROOT).stdout
+    assert "--command" in shown and "--effects" not in shown and "--schema" not in shown
+    for flag, value in (("--effects", "SELECT 1"), ("--schema", "schema.sql")):
+        for which in (["--command", "python consume.py"], ["--variant", "c"]):
+            assert "--effects and --schema go with measure_kill.py" in one_line("measure_rebalance.py", *which,
+                                                                                flag, value)
