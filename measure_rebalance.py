@@ -139,20 +139,26 @@ def failed_commits(failed: dict) -> str:
 def verdict_line(r: dict) -> str:
     exact = "balances exact" if r["balances_exact"] else "balances WRONG"
     handover = results.median_or_none(h for h in r["handover_s"] if h is not None)
-    # none is timed when nobody was evicted, nor ever for a command, which logs no assignments
-    after = "no handover timed" if handover is None else f"after {handover}s (median)"
+    if r["moved_to_other"] or r["back_to_zombie"]:
+        after = "" if handover is None else f", after {handover}s (median)"
+        moves = (f"partitions next to another member {r['moved_to_other']}, back to the zombie "
+                 f"{r['back_to_zombie']}{after}")
+    else:  # nobody was evicted, or a command, which logs no assignments: none seen, rather than none made
+        moves = "no handover seen"
     return (f"{r['variant']} ({r['group_protocol']}) run {r['run']}: {r['evictions']} evictions, "
             f"{r['duplicates']} duplicates, {r['lost']} lost, {r['skipped']} skipped, {exact}; "
-            f"failed commits: {failed_commits(r['commit_failed'])}; partitions next to another member "
-            f"{r['moved_to_other']}, back to the zombie {r['back_to_zombie']}, {after}")
+            f"failed commits: {failed_commits(r['commit_failed'])}; {moves}")
 
 
 def table(summary: dict) -> str:
+    def moves(s: dict) -> str:  # "-": none seen (as verdict_line says), rather than 0 / 0 made
+        moved, back = s["totals"]["moved_to_other"], s["totals"]["back_to_zombie"]
+        return f"{moved} / {back}" if moved or back else "-"
+
     return results.text_table(
         ["variant", "runs", "evictions", "duplicates", "lost", "skipped", "to other / self", "handover s",
          "failed offset commits"],
-        [[variant, s["runs"], *(s["totals"][f] for f in ("evictions", "duplicates", "lost", "skipped")),
-          f"{s['totals']['moved_to_other']} / {s['totals']['back_to_zombie']}",
+        [[variant, s["runs"], *(s["totals"][f] for f in ("evictions", "duplicates", "lost", "skipped")), moves(s),
           "-" if s["handover_s"] is None else s["handover_s"],
           failed_commits(s["commit_failed"])] for variant, s in summary.items()], "(totals over all runs)")
 
