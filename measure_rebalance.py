@@ -44,6 +44,10 @@ from lab.faults import db_stall
 # (the frameworks: M9).
 VARIANTS = registry.names(kind="consumer", reads="crash_after")
 MAX_RESTARTS = 30  # a supervisor's patience: more than any run's stalls
+MAX_POLL_INTERVAL_MS = 86_400_000  # librdkafka's most
+# Under the consumer protocol the group gets the session timeout, and a third of it as its heartbeat
+# (run_once); the lab's broker takes a heartbeat from 500 ms (lab/stack) to 15000 (Kafka's default).
+CONSUMER_SESSION_TIMEOUT_MS = (1500, 45000)
 
 
 def run_once(variant: str, run: int, config: dict) -> dict:
@@ -135,18 +139,27 @@ def failed_commits(failed: dict) -> str:
 def verdict_line(r: dict) -> str:
     exact = "balances exact" if r["balances_exact"] else "balances WRONG"
     handover = results.median_or_none(h for h in r["handover_s"] if h is not None)
+    if r["moved_to_other"] or r["back_to_zombie"]:
+        after = "" if handover is None else f", after {handover}s (median)"
+        moves = (f"partitions next to another member {r['moved_to_other']}, back to the zombie "
+                 f"{r['back_to_zombie']}{after}")
+    else:  # nobody was evicted, or a command, which logs no assignments: none seen, rather than none made
+        moves = "no handover seen"
     return (f"{r['variant']} ({r['group_protocol']}) run {r['run']}: {r['evictions']} evictions, "
             f"{r['duplicates']} duplicates, {r['lost']} lost, {r['skipped']} skipped, {exact}; "
-            f"failed commits: {failed_commits(r['commit_failed'])}; partitions next to another member "
-            f"{r['moved_to_other']}, back to the zombie {r['back_to_zombie']}, after {handover}s (median)")
+            f"failed commits: {failed_commits(r['commit_failed'])}; {moves}")
 
 
 def table(summary: dict) -> str:
+    def moves(s: dict) -> str:  # "-": none seen (as verdict_line says), rather than 0 / 0 made
+        moved, back = s["totals"]["moved_to_other"], s["totals"]["back_to_zombie"]
+        return f"{moved} / {back}" if moved or back else "-"
+
     return results.text_table(
         ["variant", "runs", "evictions", "duplicates", "lost", "skipped", "to other / self", "handover s",
          "failed offset commits"],
-        [[variant, s["runs"], *(s["totals"][f] for f in ("evictions", "duplicates", "lost", "skipped")),
-          f"{s['totals']['moved_to_other']} / {s['totals']['back_to_zombie']}", s["handover_s"],
+        [[variant, s["runs"], *(s["totals"][f] for f in ("evictions", "duplicates", "lost", "skipped")), moves(s),
+          "-" if s["handover_s"] is None else s["handover_s"],
           failed_commits(s["commit_failed"])] for variant, s in summary.items()], "(totals over all runs)")
 
 
@@ -157,28 +170,37 @@ def parse_args(argv=None):
     which.add_argument("--variant", choices=(*VARIANTS, "frameworks"),
                        help="one variant, or frameworks: M9's, side by side")
     command.command_flags(parser, which)
+    cli.unoffered(parser, "--effects", "--schema")  # M2 counts the ledger: refused below
     parser.add_argument("--consumers", type=int, default=3)
     parser.add_argument("--slow-every", type=int, default=500)
     parser.add_argument("--slow-seconds", type=float, default=12)
-    parser.add_argument("--max-poll-interval-ms", type=int, default=10000)
-    parser.add_argument("--session-timeout-ms", type=int, default=6000)
+    parser.add_argument("--max-poll-interval-ms", type=cli.between(1, MAX_POLL_INTERVAL_MS, "librdkafka's range"),
+                        default=10000)
+    parser.add_argument("--session-timeout-ms", type=cli.session_timeout_ms(), default=6000,
+                        help=f"from {cli.BROKER_SESSION_TIMEOUT_MS[0]} to {cli.BROKER_SESSION_TIMEOUT_MS[1]}; "
+                             f"--group-protocol consumer: {CONSUMER_SESSION_TIMEOUT_MS[0]} to "
+                             f"{CONSUMER_SESSION_TIMEOUT_MS[1]}")
     parser.add_argument("--group-protocol", choices=("classic", "consumer"), default="classic")
     parser.add_argument("--batch", type=int, help="d and p: messages per transaction (default 500)")
     parser.add_argument("--lanes", type=int, help="k only: handlers at once (default 16)")
     args = parser.parse_args(argv)
-    if args.command and (args.effects or args.schema):
+    if args.effects or args.schema:  # with --command or without, M2 has no use for them
         parser.error("M2 counts the ledger: --effects and --schema go with measure_kill.py")
     command.declare_command(parser, args)
     args.variant = args.variant[0] if isinstance(args.variant, list) else args.variant
     args.variants = registry.names(group="frameworks") if args.variant == "frameworks" else (args.variant,)
     args.reads = registry.only_some_read(parser, args, args.variants, VARIANTS, batch=500, lanes=16)
-    cli.at_least(parser, args, 1, "runs", "events", "consumers", "partitions", "slow_every", "batch", "lanes",
-                 "session_timeout_ms")
+    cli.at_least(parser, args, 1, "runs", "events", "consumers", "partitions", "slow_every", "batch", "lanes")
     cli.at_least(parser, args, 0, "work_ms")
     if args.slow_seconds * 1000 <= args.max_poll_interval_ms:
         parser.error("--slow-seconds must outlast --max-poll-interval-ms, or nobody is evicted")
     if args.max_poll_interval_ms < args.session_timeout_ms:
         parser.error("librdkafka needs --max-poll-interval-ms >= --session-timeout-ms")
+    least, most = CONSUMER_SESSION_TIMEOUT_MS
+    if args.group_protocol == "consumer" and not least <= args.session_timeout_ms <= most:
+        parser.error(f"--group-protocol consumer takes --session-timeout-ms from {least} to {most}: the broker "
+                     "wants a third of it, the group's heartbeat, from group.consumer.min.heartbeat.interval.ms "
+                     "(500) to group.consumer.max.heartbeat.interval.ms (15000)")
     args.committed = results.reader_paths(args, f"rebalance-{args.variant}-{args.group_protocol}.json")
     return args
 

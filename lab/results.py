@@ -193,11 +193,11 @@ class ResultsFile:
 
     def __init__(self, name: str, path: Path, config: dict, force: bool = False):
         self.path = Path(path)
+        previous = previous_document(name, self.path)  # before asking the services anything
         self.code = code()
         self.document = {"harness": name, "config": config, "machine": machine(), "versions": versions(),
                          "runs": [], "summary": {}}
-        if self.path.exists():
-            previous = json.loads(self.path.read_text())
+        if previous is not None:
             same = (previous.get("config"), previous.get("versions")) == (config, self.document["versions"])
             same_code = all(ran_this_code(r, self.code) for r in previous.get("runs", ()))
             if same and same_code:
@@ -229,6 +229,16 @@ class ResultsFile:
         print()
         print(table(self.document["summary"]))
         print(f"\nwritten to {self.path}")
+
+
+def previous_document(name: str, path: Path) -> dict | None:
+    """The results file a measurement would resume, None if there is none yet; one line (exit 1)
+    when `path` is no place for one: parsing refuses an --out given so (cli.MeasurementParser),
+    and this, a default chosen after parsing (reader_paths)."""
+    try:
+        return cli.results_document(path)
+    except cli.NotResults as e:
+        raise SystemExit(f"{name}: {e}") from None
 
 
 def write_results(path: Path, document: dict) -> None:
@@ -378,10 +388,11 @@ def dry_run(name: str, path: Path, config: dict):
     """--dry-run: compare the config this command would record with its file's, run nothing.
     Exits 0 when they match or there is no file yet, 1 (naming each difference) when not."""
     mine = json.loads(json.dumps(config, default=str))
-    if not path.exists():
+    previous = previous_document(name, path)
+    if previous is None:
         print(f"{name}: {path} does not exist yet; this command would start it")
         raise SystemExit(0)
-    theirs = json.loads(path.read_text())["config"]
+    theirs = previous["config"]
     if theirs == mine:
         print(f"{name}: this command's config matches {path}")
         raise SystemExit(0)

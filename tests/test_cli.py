@@ -1,4 +1,5 @@
 """Bad flags get one line on stderr that says what is wrong, and exit status 2. No services needed."""
+import argparse
 import subprocess
 import sys
 from pathlib import Path
@@ -70,3 +71,87 @@ def test_bad_flags_get_one_line(script, argv, says):
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1, result.stderr
     assert says in lines[0]
+
+
+def one_line(script: str, *argv: str) -> str:
+    """Runs a measurement with bad flags: the one line on stderr it must answer with, exit status 2."""
+    result = subprocess.run([sys.executable, str(ROOT / script), *argv], capture_output=True, text=True, timeout=60,
+                            cwd=ROOT)
+    assert result.returncode == 2, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in result.stderr, result.stderr
+    return lines[0]
+
+
+@pytest.mark.parametrize("holding, says", [
+    (None, "is a directory"),
+    ("{not json", "is not JSON"),
+    ("[1, 2]", "not a results file of this lab"),
+    ('{"config": {}}', "not a results file of this lab"),
+], ids=["directory", "not JSON", "a list", "no runs"])
+@pytest.mark.parametrize("dry_run", [[], ["--dry-run"]], ids=["run", "dry run"])
+def test_an_out_that_is_no_results_file_is_refused_before_anything_runs(tmp_path, holding, says, dry_run):
+    out = tmp_path
+    if holding is not None:
+        out = tmp_path / "out.json"
+        out.write_text(holding)
+    line = one_line("measure_kill.py", "--variant", "c", "--runs", "1", "--out", str(out), *dry_run)
+    assert f"--out: {out} " in line and says in line
+    assert holding is None or out.read_text() == holding, "the file is left as it was"
+
+
+def test_an_out_under_a_file_is_refused(tmp_path):
+    (tmp_path / "plain").write_text("")
+    line = one_line("measure_rebalance.py", "--variant", "c", "--out", str(tmp_path / "plain" / "out.json"))
+    assert "is a file, not a directory" in line
+
+
+def test_a_default_out_chosen_after_parsing_is_checked_too(tmp_path):
+    from lab import results
+
+    (tmp_path / "out.json").write_text("{not json")
+    with pytest.raises(SystemExit, match=r"^measure_kill: .*out\.json is not JSON"):
+        results.previous_document("measure_kill", tmp_path / "out.json")
+    assert results.previous_document("measure_kill", tmp_path / "new.json") is None
+
+
+@pytest.mark.parametrize("script, argv", [
+    ("measure_kill.py", ["--variant", "c,b,c"]),
+    ("measure_throughput.py", ["--variants", "c, c"]),
+])
+def test_a_name_given_twice_is_refused(script, argv):
+    assert "c is named twice" in one_line(script, *argv)
+
+
+@pytest.mark.parametrize("argv, says", [
+    (["--session-timeout-ms", "999999999"], "999999999 is outside 1000..1800000"),
+    (["--session-timeout-ms", "2000000"], "2000000 is outside 1000..1800000"),
+    (["--session-timeout-ms", "500"], "500 is outside 1000..1800000"),
+    (["--session-timeout-ms", "20000"], "--max-poll-interval-ms >= --session-timeout-ms"),
+    (["--session-timeout-ms", "50000", "--max-poll-interval-ms", "50000", "--slow-seconds", "60", "--group-protocol",
+      "consumer"], "--group-protocol consumer takes --session-timeout-ms from 1500 to 45000"),
+    (["--max-poll-interval-ms", "0"], "0 is outside 1..86400000"),
+])
+def test_a_session_timeout_kafka_would_refuse_is_refused_first(argv, says):
+    assert says in one_line("measure_rebalance.py", "--variant", "c", *argv)
+
+
+def test_session_timeout_ms_keeps_to_what_librdkafka_and_the_broker_take():
+    from lab import cli
+
+    below_max_poll = cli.session_timeout_ms(most=cli.DEFAULT_MAX_POLL_INTERVAL_MS)
+    assert below_max_poll("300000") == 300000
+    with pytest.raises(argparse.ArgumentTypeError, match="max.poll.interval.ms"):
+        below_max_poll("300001")
+    with pytest.raises(argparse.ArgumentTypeError, match="outside 1000..1800000"):
+        cli.session_timeout_ms()("999")
+
+
+def test_measure_rebalance_offers_no_flag_it_refuses():
+    shown = subprocess.run([sys.executable, str(ROOT / "measure_rebalance.py"), "--help"], capture_output=True,
+                           text=True, timeout=60, cwd=ROOT).stdout
+    assert "--command" in shown and "--effects" not in shown and "--schema" not in shown
+    for flag, value in (("--effects", "SELECT 1"), ("--schema", "schema.sql")):
+        for which in (["--command", "python consume.py"], ["--variant", "c"]):
+            assert "--effects and --schema go with measure_kill.py" in one_line("measure_rebalance.py", *which,
+                                                                                flag, value)
