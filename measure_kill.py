@@ -230,7 +230,8 @@ def parse_args(argv=None):
     parser.add_argument("--kills", type=int, default=20)
     parser.add_argument("--life", type=nemesis.life_range, default=(1.0, 8.0), metavar="MIN,MAX",
                         help="seconds a worker lives after its first side effect")
-    parser.add_argument("--session-timeout-ms", type=int, default=6000)
+    parser.add_argument("--session-timeout-ms", type=cli.session_timeout_ms(most=cli.DEFAULT_MAX_POLL_INTERVAL_MS),
+                        default=6000)
     parser.add_argument("--batch", type=int, help="d and p: messages per transaction (default 500)")
     parser.add_argument("--lanes", type=int, help="k only: handlers at once (default 16)")
     parser.add_argument("--connections", type=int, help="p only: statements at once (default 1)")
@@ -246,6 +247,8 @@ def parse_args(argv=None):
         parser.error("--work-ms is the lab's variants' handler sleep: a command works as it is written")
     args.variants = [v for name in args.variant for v in {"all": POST_VARIANTS, "frameworks": registry.names(
         group="frameworks")}.get(name, (name,))]
+    if twice := sorted({v for v in args.variants if args.variants.count(v) > 1}):
+        parser.error(f"--variant {','.join(args.variant)} names {', '.join(twice)} twice")
     args.reads = registry.only_some_read(parser, args, args.variants, VARIANTS, batch=500, lanes=16, connections=1)
     cli.at_least(parser, args, 1, "runs", "kills", "events", "partitions", "connections", "batch", "lanes",
                  "session_timeout_ms")

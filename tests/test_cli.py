@@ -155,3 +155,12 @@ def test_measure_rebalance_offers_no_flag_it_refuses():
         for which in (["--command", "python consume.py"], ["--variant", "c"]):
             assert "--effects and --schema go with measure_kill.py" in one_line("measure_rebalance.py", *which,
                                                                                 flag, value)
+
+
+@pytest.mark.parametrize("argv, says", [
+    (["--variant", "all,c"], "--variant all,c names c twice"),
+    (["--variant", "c", "--session-timeout-ms", "400000"], "400000 is outside 1000..300000"),
+    (["--variant", "c", "--session-timeout-ms", "500"], "500 is outside 1000..300000"),
+])
+def test_measure_kill_refuses_a_variant_twice_and_a_session_timeout_out_of_range(argv, says):
+    assert says in one_line("measure_kill.py", *argv)
