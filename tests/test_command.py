@@ -161,7 +161,9 @@ def test_a_ctrl_c_kills_the_command_and_says_so_in_one_line(tmp_path):
     harness_proc = subprocess.Popen(
         [sys.executable, "measure_kill.py", "--command", command, "--runs", "1", "--kills", "3", "--events", "5000",
          "--life", "30,40", "--out", str(tmp_path / "kill.json")],
-        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        # as a terminal's: a test runner's worker may ignore SIGINT, and its children would inherit that
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         wait_until(lambda: pid_file.exists() and pid_file.read_text().strip(), 60, "the command's pid file")
         consumer_pid = int(pid_file.read_text())

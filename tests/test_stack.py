@@ -114,7 +114,8 @@ def test_a_pid_file_names_a_server_only_when_that_process_is_ours(tmp_path):
     try:
         pid_file = tmp_path / "kafka.pid"
         pid_file.write_text(f"{sleeper.pid}\n")
-        assert stack.pid_alive(sleeper.pid)
+        # until it has exec'd, the child is a copy of this process, with this command line
+        harness.wait_until(lambda: str(theirs) in stack.cmdline_of(sleeper.pid), 30, "the sleeper's command line")
         assert stack.running_pid(pid_file, ours) is None  # alive, but another stack's
         assert stack.running_pid(pid_file, theirs) == sleeper.pid
     finally:
