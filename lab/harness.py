@@ -217,8 +217,9 @@ def prepare_command(variant: str, dsn: str) -> None:
     with psycopg.connect(make_conninfo(ADMIN_DSN, options=options), autocommit=True) as conn:
         before = set(conn.execute(made).fetchall())
         registry.prepare(variant, dsn)
-        for name, kind in sorted(set(conn.execute(made).fetchall()) - before):
-            role = sql.Identifier(consumer_role(dsn))  # `name` is regclass's text: quoted where it must be
+        _COMMANDS_PREPARED.add((variant, dsn))  # ran: a restart must not run it again, whatever follows
+        role = sql.Identifier(consumer_role(dsn))
+        for name, kind in sorted(set(conn.execute(made).fetchall()) - before):  # regclass's text: quoted as needed
             if kind in ("r", "p", "v"):  # a table, a partitioned table, a view
                 conn.execute(sql.SQL("GRANT SELECT, INSERT, UPDATE, DELETE ON {} TO {}").format(sql.SQL(name), role))
             elif kind == "S":
@@ -231,7 +232,6 @@ def prepare_command(variant: str, dsn: str) -> None:
     except psycopg.Error as e:
         raise CommandError(f"the effects query `{query}` fails on a fresh run's schema: "
                            f"{str(e).strip().splitlines()[0]}") from None
-    _COMMANDS_PREPARED.add((variant, dsn))
 
 
 # Every worker process not yet ended, so that a harness that stops on an error or a Ctrl-C
