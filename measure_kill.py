@@ -94,8 +94,11 @@ def run_once(variant: str, run: int, config: dict) -> dict:
             results.progress(f"{variant} run {run}: kill {k} of {config['kills']}, "
                              f"{'effects' if effects_query else 'ledger rows'} {rows}"
                              + (f" (it had exited by itself, code {exit_code})" if exit_code is not None else ""))
+            # credits applied at least once: a duplicator's extra rows must not read as work done
+            applied = (harness.effects_count(space.dsn, effects_query, distinct=True) if effects_query
+                       else harness.distinct_applied(space.admin))
             # A worker that exited before its kill was not killed: that is a crash, kept apart.
-            return {"kill": k, "life_s": life, "ledger_rows": rows, "exit_code": exit_code,
+            return {"kill": k, "life_s": life, "ledger_rows": rows, "applied": applied, "exit_code": exit_code,
                     "counts": dict(worker.counts)}
 
         drawn = []
@@ -140,7 +143,7 @@ def run_once(variant: str, run: int, config: dict) -> dict:
     return {"variant": variant, "run": run, "seed": seed, "events": config["events"],
             "kills": sum(entry["exit_code"] is None for entry in kill_log),
             # a kill tests something only while credits are left to apply
-            "mid_stream_kills": sum(entry["exit_code"] is None and entry["ledger_rows"] < config["events"]
+            "mid_stream_kills": sum(entry["exit_code"] is None and entry["applied"] < config["events"]
                                     for entry in kill_log),
             "crashes": [entry["exit_code"] for entry in kill_log if entry["exit_code"] is not None],
             **verdict, "order_violations": order, "skipped": counted("skipped"),

@@ -190,11 +190,12 @@ def command_env(topic: str, group: str, dsn: str, args: tuple) -> dict:
            if "--" + key.replace("_", "-") in flags})
 
 
-def effects_count(dsn: str, query: str) -> int:
-    """The rows a command's effects query returns, read as the schema's owner (the consumer's
-    role need not be able to read what it writes)."""
+def effects_count(dsn: str, query: str, distinct: bool = False) -> int:
+    """The rows a command's effects query returns (or the distinct event IDs among them), read as
+    the schema's owner (the consumer's role need not be able to read what it writes)."""
+    counted = "count(DISTINCT e)" if distinct else "count(*)"
     with psycopg.connect(make_conninfo(ADMIN_DSN, options=conninfo_to_dict(dsn)["options"])) as conn:
-        return conn.execute(f"SELECT count(*) FROM ({query}) AS effects").fetchone()[0]
+        return conn.execute(f"SELECT {counted} FROM ({query}) AS effects(e)").fetchone()[0]
 
 
 def consumer_role(dsn: str) -> str:

@@ -408,7 +408,8 @@ def drive(name: str, out, config: dict, plan, run_once, summarise, table, verdic
     """The loop every measurement runs. `plan` lists what one run covers, as dicts of the
     fields that name a run (e.g. {"variant": "c"}); run r of each is run_once(**fields,
     run=r, config=config). Runs are interleaved across the plan, so machine noise spreads
-    over all of it (`rotate` also shifts the order by one each run); a run already in the
+    over all of it (`rotate` also reverses the order every other run and shifts it by one
+    every two, so of two neighbours each goes first as often); a run already in the
     file is skipped, not repeated; after each, its verdict line and its plain fields.
     `options` reach run_once inside its config but are not recorded: how to run (e.g.
     keep=True), not what was measured. `outer` names fields that change slowly (an inbox
@@ -434,8 +435,11 @@ def drive(name: str, out, config: dict, plan, run_once, summarise, table, verdic
         _progress = Progress(name, len(plan) * len(runs), finished)
         try:
             for block, run in itertools.product(blocks.values(), runs):
-                shift = (run - 1) % len(block) if rotate else 0
-                for fields in block[shift:] + block[:shift]:
+                shift = (run - 1) // 2 % len(block) if rotate else 0
+                order = block[shift:] + block[:shift]
+                if rotate and run % 2 == 0:  # neighbours swap every other run: a pair's first goes second
+                    order.reverse()
+                for fields in order:
                     if results.done(**fields, run=run):
                         continue
                     progress(f"{' '.join(map(str, fields.values()))} run {run} of {config['runs']}")
