@@ -1,6 +1,5 @@
-"""The README's claims table: each claim as what the post says, the post's figure (text, or from
-results/post-figures.json), this lab's figure and the verdict, each a small function of the
-results; a claim whose results file is not there yet is left out until it is.
+"""The README's claims table: what the post says, its figure, this lab's and the verdict, each a
+constant or a small function of results/; a claim whose results file is not there yet is left out.
 """
 from lab import provenance, results
 from lab.figures import FIGURES, runs, summary, tot
@@ -34,10 +33,6 @@ def kill_claim(says: str, variant: str, field: str) -> tuple:
             lambda: f"{spread(per_run('kill.json', field, variant=variant))} a run", verdict)
 
 
-def zombie_totals(variant: str, name: str = "") -> dict:
-    return summary(name or f"rebalance-{variant}-classic.json", variant, "totals")
-
-
 def one_against_other(name: str, **where) -> tuple:
     """b's duplicates a run against c's most: the inbox catches what b applies twice."""
     b, c = (per_run(name, "duplicates", variant=v, **where) for v in "bc")
@@ -45,9 +40,8 @@ def one_against_other(name: str, **where) -> tuple:
 
 
 def kip848() -> tuple:
-    s, g = (zombie_totals("b", f"rebalance-b-consumer{x}.json") for x in ("", "-stall20"))
-    short, long = (f"{need(name)['config']['slow_seconds']:g}"
-                   for name in ("rebalance-b-consumer.json", "rebalance-b-consumer-stall20.json"))
+    (s, short), (g, long) = ((summary(name, "b", "totals"), f"{need(name)['config']['slow_seconds']:g}")
+                             for name in ("rebalance-b-consumer.json", "rebalance-b-consumer-stall20.json"))
     return (f"{s['duplicates']} of {s['evictions']} with a {short} s stall, "
             f"{g['duplicates']} of {g['evictions']} with {long} s",
             "holds" if s["duplicates"] == s["evictions"] and g["duplicates"] == g["evictions"] else
@@ -94,10 +88,7 @@ def replay() -> tuple:
 
 def measured(variant: str) -> dict | None:
     """A variant's summary in results/kill-frameworks.json, or None while it has no runs there."""
-    try:
-        return summary("kill-frameworks.json", variant)
-    except (Missing, KeyError):
-        return None
+    return (load("kill-frameworks.json") or {"summary": {}})["summary"].get(variant)
 
 
 def at_most(s: dict) -> str:
@@ -173,7 +164,8 @@ def failover() -> tuple:
 
 
 def zombie_row(variant: str) -> tuple:
-    mine, theirs = zombie_totals(variant), post("rebalance", "variants", variant)
+    mine = summary(f"rebalance-{variant}-classic.json", variant, "totals")
+    theirs = post("rebalance", "variants", variant)
     if variant == "b":
         return (f"{theirs['duplicates']} of {theirs['evictions']} evictions",
                 f"{mine['duplicates']} of {mine['evictions']} evictions",
@@ -229,8 +221,7 @@ def row(claim: tuple) -> list[str]:
 
 
 def claims_section() -> str:
-    """The post's claims, one row each: the post's figure, this lab's per run (as the post gives
-    it), and a verdict computed from the two. The full tables are in docs/results.md."""
+    """The post's claims, one row each, its figures beside this lab's per run; the full tables are in docs/."""
     need("post-figures.json"), need("kill.json")
     rows = []
     for claim in CLAIMS:

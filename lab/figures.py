@@ -1,12 +1,8 @@
-"""The numbers the hand-written prose of README.md and docs/ quotes, <!-- fig:NAME -->VALUE<!-- /fig -->:
-FIGURES maps each NAME to the small function of results/ that makes VALUE.
-
-A sentence that states an outcome ("b duplicates, c does not") quotes its evidence as figures, so
-a re-measured file that says otherwise shows in the sentence itself. Most figures are one template
-over one file's runs (says): "{duplicates:,} duplicates in {faults} faults" adds each field up over
-the runs `where` picks; the odd ones are functions.
+"""The numbers the pages' prose quotes (<!-- fig:NAME -->VALUE<!-- /fig -->), so that a sentence stating an
+outcome shows a re-measured file that says otherwise: FIGURES maps each NAME to a function of results/.
 """
 import statistics
+from collections.abc import Callable
 
 from lab import results, tables
 from lab.tables import Missing, need, runs_of, total
@@ -22,22 +18,23 @@ def tot(name: str, field: str, **where) -> int:
 
 # fields a template may name beyond the runs' own: each run's share of it, added up over the runs
 DERIVED = {"runs": lambda r: 1, "exact": lambda r: bool(r["balances_exact"]),
+           "wrong": lambda r: not r["balances_exact"],
            "unknown_member": lambda r: r["commit_failed"].get("UNKNOWN_MEMBER_ID", 0)}
 
 
 class Totals(dict):
     """A template's fields: c, the (first) file's config; any other name, that field added up over the runs."""
-    def __init__(self, names: tuple, where: dict):
+    def __init__(self, names: tuple, where: dict, keep: Callable):
         super().__init__(c=need(names[0]).get("config", {}))
-        self.runs = [r for name in names for r in runs(name, **where)]
+        self.runs = [r for name in names for r in runs(name, **where) if keep(r)]
 
     def __missing__(self, field: str):
         return sum(DERIVED.get(field, lambda r: r[field])(r) for r in self.runs)
 
 
-def says(name, template: str, **where):
-    """A figure: `template` filled in from the runs of `name` (a file, or a tuple of them) that `where` picks."""
-    return lambda: template.format_map(Totals(name if isinstance(name, tuple) else (name,), where))
+def says(name, template: str, keep: Callable = lambda r: True, **where):
+    """A figure: `template` filled in from the runs of `name` (a file, or a tuple of them) `where` and `keep` pick."""
+    return lambda: template.format_map(Totals(name if isinstance(name, tuple) else (name,), where, keep))
 
 
 def cat(*parts):
@@ -166,8 +163,8 @@ FIGURES = {
                           says(C20, "{duplicates} duplicates, {skipped} skipped")),
     "retention.equal": lambda: pairs({v: tot("retention.json", "duplicates", variant=v, window="equal")
                                       for v in "cdp"}, "{:,}") + " duplicates",
-    "retention.alarm": lambda: "{} of {} runs".format(*(lambda mine: (total(mine, "alarm"), len(mine)))(
-        [r for r in runs("retention.json") if r["variant"] != "v7" and r["window"] != "longer"])),
+    "retention.alarm": says("retention.json", "{alarm} of {runs} runs",
+                            keep=lambda r: r["variant"] != "v7" and r["window"] != "longer"),
     "retention.v7": cat(says("retention.json", "{duplicates} duplicates at the equal window; one day shorter, ",
                              variant="v7", window="equal"),
                         says("retention.json", "{dead_lettered:,} dead-lettered and {duplicates} duplicates",
@@ -177,14 +174,13 @@ FIGURES = {
     "kill.b-against-post": lambda: "{:g} duplicates a run, the post's {:g} (medians)".format(
         statistics.median(r["duplicates"] for r in runs("kill.json", variant="b")),
         need("post-figures.json")["kill"]["variants"]["b"]["duplicates"]["median"]),
-    "kill.b-wrong": lambda: "balances wrong in {} of the {} runs with a duplicate".format(*(lambda mine: (
-        sum(not r["balances_exact"] for r in mine), len(mine)))([r for r in runs("kill.json", variant="b")
-                                                               if r["duplicates"]])),
+    "kill.b-wrong": says("kill.json", "balances wrong in {wrong} of the {runs} runs with a duplicate", variant="b",
+                         keep=lambda r: r["duplicates"]),
     # M8 (docs/cluster.md)
-    "cluster.acks-all": lambda: f"{tot('cluster.json', 'acked_missing', acks='all')} acknowledged records missing; "
-                                "c, d and o: {:,} duplicates, {:,} lost outside the Postgres faults".format(*(
-        sum(r[f] for r in runs("cluster.json") if r["variant"] in "cdo" and not r["fault"].startswith("pg-"))
-        for f in ("duplicates", "lost"))),
+    "cluster.acks-all": cat(says("cluster.json", "{acked_missing} acknowledged records missing; ", acks="all"),
+                            says("cluster.json", "c, d and o: {duplicates:,} duplicates, {lost:,} lost outside the "
+                                 "Postgres faults",
+                                 keep=lambda r: r["variant"] in "cdo" and not r["fault"].startswith("pg-"))),
     "cluster.acks1": says("cluster-acks1.json", "{acked_missing} missing", acks="1"),
     "cluster.sync": says("cluster.json", "{lost} lost", replication="sync"),
     "cluster.async": lambda: pairs({v: tot("cluster.json", "lost", fault="pg-failover-stalled", replication="async",

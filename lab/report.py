@@ -1,12 +1,5 @@
-"""Generate README.md's and docs/'s results tables, the figures their prose quotes, and the charts.
-
-No figure in the pages is typed by hand: each table sits between `<!-- report:NAME -->` and
-`<!-- /report:NAME -->`, each number the prose quotes between `<!-- fig:NAME -->` and `<!-- /fig -->`,
-and both are rewritten from results/. `--check` fails when a table, a figure or a chart differs
-from what results/ says, or when a marker names a figure nobody makes.
-
-    python -m lab.report            # rewrite README.md, docs/*.md and the charts
-    python -m lab.report --check    # exit 1 if any of them differs from what results/ says
+"""Rewrite the tables (`<!-- report:NAME -->`) and the quoted figures (`<!-- fig:NAME -->`) of
+README.md and docs/, and the charts, from results/; `--check` only says which of them differ.
 """
 import re
 import sys
@@ -29,8 +22,7 @@ def made(make) -> str:
 
 
 def figure(name: str, value: str, unknown: list[str]) -> str:
-    """A fig marker's value as the results give it; as it stands while its results file is missing,
-    or when nobody makes the figure (`unknown` gets the name)."""
+    """A fig marker's value from results/; as it stands if its file is missing or nobody makes it."""
     if name not in figures.FIGURES:
         unknown.append(name)
         return value

@@ -27,6 +27,7 @@ RETENTION_MODES = {"alone": "p alone, the backlog in processed_messages",
 # cluster.json: every fault and variant with acks=all (make measure-cluster); cluster-acks1.json: leader
 # kills under acks=1, the same harness and parameters otherwise
 CLUSTER_FILES = ("cluster.json", "cluster-acks1.json")
+FAULT_TOTALS = ("faults", "duplicates", "lost", "skipped")  # a fault table's columns after Runs
 REBALANCE_SETS = [(f"rebalance-{v}-{p}.json", p) for v in ("b", "c", "d", "k", "o", "p")
                   for p in ("classic", "consumer")] + [(f"rebalance-{v}-consumer-stall20.json", "consumer")
                                                        for v in ("b", "c")]
@@ -43,8 +44,7 @@ def sizing_section() -> str:
 def faults_section() -> str:
     """M6, with the share-lock rows under the producer's usual batching from a file of their own."""
     doc, batched = need("faults.json"), load("faults-share-batched.json")
-    rows = [[s["fault"] + note, VARIANT_NAMES[s["variant"]], s["runs"], s["totals"]["faults"],
-             s["totals"]["duplicates"], s["totals"]["lost"], s["totals"]["skipped"],
+    rows = [[s["fault"] + note, VARIANT_NAMES[s["variant"]], s["runs"], *(s["totals"][f] for f in FAULT_TOTALS),
              spread(s["resume_s"], 2) if s.get("resume_s") else "–", f"{s['balances_exact_runs']} of {s['runs']}"]
             for d, note in [(doc, "")] + ([(batched, ", producer batching")] if batched else [])
             for s in d["summary"].values()]
@@ -57,15 +57,13 @@ def faults_section() -> str:
 
 
 def longest_still(timeline: dict) -> float:
-    """The longest the whole ledger stood still between its first credit and its last, in
-    seconds, to within a bucket: read from a run's recorded credit timeline."""
+    """The longest the ledger stood still between a run's first credit and its last, to within a bucket (s)."""
     busy = [i for i, rate in enumerate(timeline["credits_per_s"]) if rate > 0]
     return max((b - a - 1 for a, b in zip(busy, busy[1:], strict=False)), default=0) * timeline["bucket_s"]
 
 
 def faults_more_section() -> str:
-    """M10: one row per fault and variant; the pause again under the role's idle timeout, and
-    offsets-expired, which runs on a broker of its own (a short offsets.retention.minutes)."""
+    """M10, with the pause under the idle timeout and offsets-expired (a broker of its own) from their files."""
     doc = need("faults-more.json", "python -m measurements.measure_faults_more --help")
     idle, offsets, forgotten = (load(f"faults-more-{n}.json") for n in ("idle-tx", "offsets", "offsets-forgotten"))
     sets = [(doc, "")] + ([(idle, f", idle_in_transaction_session_timeout {idle['config']['idle_tx_timeout_ms']} ms")]
@@ -79,9 +77,8 @@ def faults_more_section() -> str:
             met = faults.get(s["fault"]).met([f for r in mine for f in r["fault_log"]], mine)  # lab/faults/ says
             if stuck := sum(r.get("stuck", 0) for r in mine):  # no credit within the harness's deadline after a fault
                 met += f"; **{stuck} left the consumers stuck**"
-            t = s["totals"]
-            rows.append([s["fault"] + note, VARIANT_NAMES[s["variant"]], s["runs"], t["faults"], t["duplicates"],
-                         t["lost"], t["skipped"], s["exits"], met,
+            rows.append([s["fault"] + note, VARIANT_NAMES[s["variant"]], s["runs"],
+                         *(s["totals"][f] for f in FAULT_TOTALS), s["exits"], met,
                          spread(results.stats(longest_still(r["timeline"]) for r in mine), 1),
                          f"{s['balances_exact_runs']} of {s['runs']}"])
     text = (markdown_table(["Fault", "Variant", "Runs", "Faults", "Duplicates", "Lost", "Skipped duplicates", "Exits",
@@ -183,9 +180,8 @@ def parallel_after(doc: dict) -> str:
 
 
 def raised_and_lost(variant: str, runs: list[dict]) -> str:
-    """M1's evidence on a framework: how many handlers raised (and were acked or redone by the
-    policy), and where the first lost credits sat; "–" for runs measured before either was kept,
-    and for a variant that never says a handler raised (only FastStream's subscribers do)."""
+    """How many handlers raised, and where the first lost credits sat; "–" for runs measured before
+    either was kept, and for a variant that never says a handler raised (only FastStream's do)."""
     if not all("handler_raised" in r for r in runs) or "faststream" not in registry.get(variant).module:
         return "–"
     lost = [f"{e['event_id']}@{'+'.join(e['records'])}" for r in runs for e in r.get("evidence", {}).get("lost", [])]
@@ -226,8 +222,7 @@ def conformance_cell(r: dict | None) -> str:
 
 
 def conformance_section() -> str:
-    """#45: one row a consumer, one column a check (measurements/conformance.py), from every
-    results/conformance-*.json; each file's command, version and code beneath."""
+    """#45: one row a consumer (a results/conformance-*.json), one column a check (measurements/conformance.py)."""
     names = sorted(p.name for p in tables.RESULTS.glob("conformance-*.json"))  # as a test may point it
     if not names:
         raise tables.Missing("_No `results/conformance-*.json` yet: run `python -m measurements.conformance "

@@ -1,8 +1,5 @@
-"""How a results table is written: one renderer (Table) for every section declared as data.
-
-Every footer ends in the same provenance: the machine, the versions, the frameworks the workers
-imported, and the code the runs came from, flagged "changed since" when a file they loaded
-differs now (lab/provenance.py).
+"""How a results table is written: one renderer (Table) for every section declared as data, and
+the provenance every footer ends in (the machine, the versions, the code and what changed since).
 """
 import collections
 import functools
@@ -50,13 +47,11 @@ def need(name: str, command: str = "make measure") -> dict:
 
 def spread(stat: dict, digits: int = 0) -> str:
     """A summary's median (min–max), as every table prints it."""
-    fmt = f"{{:,.{digits}f}}"
-    return f"{fmt.format(stat['median'])} ({fmt.format(stat['min'])}–{fmt.format(stat['max'])})"
+    return "{median:,.{digits}f} ({min:,.{digits}f}–{max:,.{digits}f})".format(**stat, digits=digits)
 
 
 def markdown_table(headers: list[str], rows: list[list], text_columns: int = 1, also_text: tuple = ()) -> str:
-    """A table whose first `text_columns` (and those at the negative indices `also_text`) are text,
-    left-aligned, and every other column a figure, right-aligned."""
+    """Its first `text_columns` (and those at the negative indices `also_text`) left-aligned text, the rest figures."""
     aligns = ["---" if i < text_columns or i - len(headers) in also_text else "---:" for i in range(len(headers))]
     lines = ["| " + " | ".join(headers) + " |", "|" + "|".join(aligns) + "|"]
     return "\n".join(lines + ["| " + " | ".join(str(cell) for cell in row) + " |" for row in rows])
@@ -111,8 +106,7 @@ def provenance(doc: dict) -> str:
 
 
 def frameworks_ran(doc: dict) -> str:
-    """The frameworks the runs' workers imported, with their versions, and a confluent-kafka of a
-    worker's own environment where it is not the harness's (runs record their packages)."""
+    """The frameworks the runs' workers imported, and their confluent-kafka where it is not the harness's."""
     seen: dict[str, set] = collections.defaultdict(set)
     for run in doc["runs"]:
         for name, versions in run.get("packages", {}).items():
@@ -131,8 +125,7 @@ def legacy_changes(commit: str) -> list[str]:
 
 
 def measured_by(doc: dict) -> str:
-    """Which code the runs of a results file come from, and which of the files they loaded
-    differ now (lab.provenance): the section is stale exactly when that list is not empty."""
+    """The runs' commit, and the files they loaded that differ now: the section is stale exactly then."""
     runs = doc["runs"]
     commits = sorted({r.get("commit") or "" for r in runs})
     if commits == [""]:
@@ -157,10 +150,8 @@ def measured_by(doc: dict) -> str:
 # --- names and the CPU table, which several sections share -----------------------------------
 
 def named(name: str) -> str:
-    """A measure_throughput run name as the tables print it: p@2 is p on 2 connections, k@16 k
-    with 16 lanes, d@50 d with batches of 50, p:3 three processes of p; an account sweep's
-    names end in their accounts (p@2, 10,000 accounts); a run of another commit's code ends in
-    ~TAG (p@2~1b663da: p on 2 connections, 1b663da's code)."""
+    """A measure_throughput run name in words: p@2 p on 2 connections (k@16 16 lanes, d@50 batches of 50),
+    p:3 three processes of p, "p@2, 10,000 accounts" an account sweep's, p@2~1b663da 1b663da's code."""
     name, _, tag = name.partition("~")
     base, _, accounts = name.partition(", ")
     base, _, consumers = base.partition(":")
@@ -186,8 +177,7 @@ def cores_busy(stats: dict) -> str:
 
 
 def cpu_table(doc: dict) -> str:
-    """µs of CPU per message, per process, for the variants whose runs recorded it (lab/cpu.py);
-    "" for a file measured before runs did."""
+    """µs of CPU per message, per process, of the variants whose runs recorded it (lab/cpu.py), or ""."""
     variants = {name: s for name, s in doc["summary"]["variants"].items() if "cpu_us_per_msg" in s}
     if not variants:
         return ""
@@ -200,9 +190,8 @@ def cpu_table(doc: dict) -> str:
 
 
 def cpu_of_runs(mine: list[dict]) -> tuple[str, ...]:
-    """Table cells for runs whose file summarised no CPU (the growing inbox): the medians of
-    the consumer's CPU per message (Python and librdkafka), the Postgres backends' and all
-    processes', and of the consumer's peak RSS; dashes if any run did not record them."""
+    """For a file that summarised no CPU (the growing inbox): the medians of the consumer's, the backends'
+    and all CPU per message, and of the consumer's peak RSS; dashes if a run did not record them."""
     if not mine or any(not r.get("cpu_us_per_msg") for r in mine):
         return ("–",) * 4
 
@@ -261,9 +250,8 @@ def summary(*path: str, match: Callable = lambda r, key: r.get("variant") == key
 
 @dataclass(frozen=True)
 class Table:
-    """A section that is one table of one results file: its rows, its columns and its footer, the
-    template of its own name in lab/footers.md over c (the config), doc, prov (the provenance),
-    command and extra(doc)'s fields."""
+    """A section that is one table of one results file; its footer is the template of its name in
+    lab/footers.md, over c (the config), doc, prov (the provenance), command and extra(doc)'s fields."""
     name: str
     file: str
     columns: list | None = None  # None: body(doc) is the table
