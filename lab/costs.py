@@ -1,6 +1,5 @@
-"""The sections of docs/throughput.md on what the batched inboxes cost: p against d and its
-ceilings, p's steps made cheaper, p against its old self, the inbox's price at batch scale, and
-the sweep over accounts; declared as lab/sections.py declares the rest.
+"""The sections of docs/throughput.md on what the batched inboxes (d, p) cost: against their ceilings,
+step by step, against p's old self, the inbox's own price, and over more accounts.
 """
 import functools
 
@@ -43,8 +42,7 @@ def p_goal(doc: dict) -> str:
 
 
 def contention_section() -> str:
-    """#31: the same variants with the credits spread over 10,000 accounts as well as the lab's
-    100, where every batch of 500 locks most accounts (one process, and 1-3 processes)."""
+    """#31: the credits over 10,000 accounts as well as 100, where a batch of 500 locks most of them."""
     parts = []
     for name, what in (("throughput-accounts.json", "one consumer process, p and p-lean also on two connections"),
                        ("throughput-consumers-accounts.json", "1, 2 and 3 consumer processes in one group")):

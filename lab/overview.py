@@ -1,6 +1,5 @@
-"""The sections that join every results file of their kind into one overview, so each keeps a
-short function: M1 and M2 beside the post, the findings of every measurement, the index of every
-results file, and the post's commands.
+"""The sections that join every results file of their kind into one overview: M1 and M2 beside the
+post, the findings of every measurement, the index of every results file, and the post's commands.
 """
 import json
 import statistics
@@ -153,8 +152,7 @@ def minutes_for(doc: dict | None, runs: int, **fields) -> str:
 
 
 def try_section() -> str:
-    """The post's "Try it" commands, as typed there: what each writes, about how long it takes
-    here (from the committed runs), and where the committed figures are."""
+    """The post's "Try it" commands: what each writes, how long it takes here, where the committed figures are."""
     kill, throughput = load("kill.json"), load("throughput.json")
     per_round = None
     if throughput:
