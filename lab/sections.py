@@ -193,8 +193,9 @@ def frameworks_section() -> str:
     kill = need("kill-frameworks.json", "python measure_kill.py --variant frameworks --runs 5 --out "
                                         "results/kill-frameworks.json")
     zombie, m1_bc = load("rebalance-frameworks-classic.json"), load("kill.json")
-    m1 = {v: (doc["summary"][v], tables.runs_of(doc, variant=v)) for doc in filter(None, (m1_bc, kill))
-          for v in doc["summary"] if doc is kill or v in ("b", "c")}  # b and c as M1 measured them
+    m1 = {**{v: (m1_bc["summary"][v], tables.runs_of(m1_bc, variant=v)) for v in ("b", "c")
+             if m1_bc and v in m1_bc["summary"]},
+          **{v: (s, tables.runs_of(kill, variant=v)) for v, s in kill["summary"].items()}}
     m2 = {**{v: doc["summary"][v] for v in ("b", "c") if (doc := load(f"rebalance-{v}-classic.json"))},
           **(zombie["summary"] if zombie else {})}
     rows = [[VARIANT_NAMES[v], s["runs"], total(runs, "kills"), spread(s["duplicates"]), spread(s["lost"]),
