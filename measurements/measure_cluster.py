@@ -86,8 +86,7 @@ def run_once(fault: str, variant: str, replication: str, acks: str, run: int, co
             publisher.stop()
             consumer.stop()
         acknowledged = journal.read_text().split() if journal.exists() else []
-        in_log = harness.record_ids(space.topic, "read_uncommitted")
-        log = checker.log_copies(acknowledged, in_log)
+        log = checker.log_copies(acknowledged, harness.record_ids(space.topic, "read_uncommitted"))
         verdict = harness.verdict_of(events, space.admin)
         # The longest wait between two credits from the fault's start to a minute after its end.
         stamps = sorted(t for _, t in harness.credit_times(space.admin) if hit - 1 <= t <= healed_at + 60)
@@ -142,9 +141,8 @@ def parse_args(argv=None):
     parser.add_argument("--session-timeout-ms", type=int, default=6000)
     args = parser.parse_args(argv)
     cli.at_least(parser, args, 1, "runs", "events", "partitions")
-    if min(args.rate, args.down_s, args.pause_s, args.stall_s, args.isolate_s) <= 0 or args.fault_after_s < 0:
-        parser.error("--rate, --down-s, --pause-s, --stall-s and --isolate-s must be positive, "
-                     "--fault-after-s not negative")
+    cli.positive(parser, args, "rate", "down_s", "pause_s", "stall_s", "isolate_s")
+    cli.at_least(parser, args, 0, "fault_after_s")
     if settings.BROKERS != settings.CLUSTER_BROKERS or settings.DSN != settings.CLUSTER_DSN:
         parser.error('KAFKA_BROKERS and CONSUMER_DSN must point at the replicated lab: '
                      'eval "$(python -m lab.stack env --replicated)" first, or run make measure-cluster')

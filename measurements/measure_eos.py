@@ -158,11 +158,10 @@ def parse_args(argv=None):
 def main(args) -> int:
     variants = VARIANTS if args.variant == "all" else (args.variant,)
     points = POINTS if args.point == "all" else (args.point,)
-    config = {"runs": args.runs, "kills": args.kills, "planted": args.planted, "events": args.events,
-              "partitions": args.partitions, "work_ms": args.work_ms, "life": list(args.life), "seed": args.seed,
-              "every": args.every, "session_timeout_ms": args.session_timeout_ms, "group_protocol": "classic",
-              "kill": "SIGKILL (Popen.kill)", "planted_crash": "os._exit(3) at the named point",
-              "isolation": "read_committed consumer, transactional producer (transaction.timeout.ms 10000)"}
+    config = results.config_of(args, "out", "force", "keep", "variant", "point", life=list(args.life),
+                               group_protocol="classic", kill="SIGKILL (Popen.kill)",
+                               planted_crash="os._exit(3) at the named point", isolation="read_committed consumer, "
+                               "transactional producer (transaction.timeout.ms 10000)")
     results.drive("measure_eos", args.out, config, [{"variant": v, "point": p} for p in points for v in variants],
                   run_once, summarise, table, verdict_line, args.force, options={"keep": args.keep})
     return 0

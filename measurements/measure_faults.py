@@ -99,13 +99,13 @@ def run_once(fault: str, variant: str, run: int, config: dict) -> dict:
     # what M6's chart draws: the faults' windows (for share-lock, each stall until its handler woke)
     stalls = checker.stall_windows(harness.timeline_of(w.log_path for w in workers)) if share else []
     windows = [f["window"] for f in fault_log] or stalls
+    resumes = [f["resume_s"] for f in fault_log if f["resume_s"] is not None]
     return {"variant": variant, "fault": fault, "run": run, "events": config["events"],
             "faults": counts.get("stalls", 0) if share else len(fault_log), **verdict,
             "skipped": counts.get("skipped", 0), "evictions": 0 if share else counts.get("evictions", 0),
             "restarted": counts.get("restarted", 0), "reconnected": counts.get("reconnected", 0),
             "commit_failed": checker.failures(counts, "ack_failed" if share else "commit_failed"),
-            "resume_s": results.stats(f["resume_s"] for f in fault_log if f["resume_s"] is not None)
-            if any(f["resume_s"] is not None for f in fault_log) else None,
+            "resume_s": results.stats(resumes) if resumes else None,
             "settle_s": recovery.seconds, "settled": drained["settled"] if drained else recovery.settled,
             "crashed": recovery.crashed, "drained_after_crash_s": drained["recovery_s"] if drained else None,
             "wall_s": round(time.monotonic() - started, 1), "fault_log": fault_log,
@@ -113,13 +113,12 @@ def run_once(fault: str, variant: str, run: int, config: dict) -> dict:
 
 
 def summarise(runs: list[dict]) -> dict:
-    groups = [(f, v) for f in FAULTS for v in results.seen(runs)]
-    summary = results.summarise_runs(
-        runs, groups, key=lambda r: (r["fault"], r["variant"]), totals=("faults", "duplicates", "lost", "skipped"),
+    return results.summarise_runs(
+        runs, [f"{f}/{v}" for f in FAULTS for v in results.seen(runs)], key=lambda r: f"{r['fault']}/{r['variant']}",
+        totals=("faults", "duplicates", "lost", "skipped"),
         # share-lock has no outage to resume from: the handler itself is the fault
         extra=lambda mine: {"fault": mine[0]["fault"], "variant": mine[0]["variant"], "resume_s": results.stats(
             r["resume_s"]["median"] for r in mine if r["resume_s"]) if any(r["resume_s"] for r in mine) else None})
-    return {f"{fault}/{variant}": entry for (fault, variant), entry in summary.items()}
 
 
 def table(summary: dict) -> str:

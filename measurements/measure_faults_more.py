@@ -85,8 +85,7 @@ class Supervised:
 
     def start(self) -> harness.Worker:
         life = len(self.all) + 1
-        log_path = harness.log_dir() / f"{self.name}-life{life}.log"
-        log_path.unlink(missing_ok=True)
+        log_path = harness.fresh_log(f"{self.name}-life{life}")
         # its own application_name, so pg_stat_activity can tell this life's backend from the others'
         application_name = f"m10-{uuid.uuid4().hex[:8]}-life{life}"
         worker = harness.Worker(self.variant, self.space.topic, self.space.group,
@@ -141,9 +140,8 @@ def all_applied_then_stop(pool: Supervised, events: int) -> tuple[int, bool]:
     except TimeoutError:
         stuck = True
     applied = harness.distinct_applied(space.admin)
-    for worker in list(pool.live):
-        worker.stop()
-        pool.live.remove(worker)
+    pool.stop()
+    pool.live.clear()
     return applied, stuck
 
 
@@ -188,7 +186,6 @@ def run_once(fault: str, variant: str, run: int, config: dict) -> dict:
         # topic-recreated publishes `later` too: every event applied means its new events too
         published = events + later if spec.republishes else events
         harness.produce_events(space.topic, events)
-        target = len(published) if spec.republishes else config["events"]
         pool, drained, fault_log, rig = None, None, [], contextlib.ExitStack()
         try:
             # the fault's set-up before the consumers start, left after they stop: disk-full moves the
@@ -212,7 +209,7 @@ def run_once(fault: str, variant: str, run: int, config: dict) -> dict:
                 try:
                     harness.wait_until(lambda before=rows_before: pool.supervise() or
                                        harness.ledger_count(space.admin) > before or
-                                       harness.distinct_applied(space.admin) >= target or
+                                       harness.distinct_applied(space.admin) >= len(published) or
                                        harness.lag(space.group, space.topic) == 0, RESUME_DEADLINE_S,
                                        f"a credit after {fault} {k}", interval_s=0.1)
                     resumed = round(time.monotonic() - healed, 2)
@@ -237,16 +234,14 @@ def run_once(fault: str, variant: str, run: int, config: dict) -> dict:
             counts.update(drained["counts"])
         verdict = harness.verdict_of(published, space.admin)
         credits = harness.credit_times(space.admin)
+    resumes = [f["resume_s"] for f in fault_log if f["resume_s"] is not None]
     return {"fault": fault, "variant": variant, "run": run, "seed": config["seed"] + run, "events": config["events"],
-            "faults": len(fault_log), **verdict, "skipped": counts.get("skipped", 0),
-            "connect_refused": counts.get("connect_refused", 0), "restarted": counts.get("restarted", 0),
-            "reconnected": counts.get("reconnected", 0),
-            **tallied,
-            "exits": pool.exits + list(recovery.crashed) + list(drained["crashed"] if drained else ()),
+            "faults": len(fault_log), **verdict,
+            **{kind: counts.get(kind, 0) for kind in ("skipped", "connect_refused", "restarted", "reconnected")},
+            **tallied, "exits": pool.exits + list(recovery.crashed) + list(drained["crashed"] if drained else ()),
             "lives": len(pool.all) + (1 if drained else 0),
             "longest_wait_s": checker.longest_wait(dict(published), credits),
-            "resume_s": results.stats(f["resume_s"] for f in fault_log if f["resume_s"] is not None)
-            if any(f["resume_s"] is not None for f in fault_log) else None,
+            "resume_s": results.stats(resumes) if resumes else None,
             # a fault after which nothing resumed, or whose run's first part never finished
             "stuck": sum(f["resume_s"] is None or f.get("stuck_before", False) for f in fault_log),
             "settled": drained["settled"] if drained else recovery.settled,
@@ -255,13 +250,12 @@ def run_once(fault: str, variant: str, run: int, config: dict) -> dict:
 
 
 def summarise(runs: list[dict]) -> dict:
-    groups = [(f, v) for f in FAULTS for v in results.seen(runs)]
-    summary = results.summarise_runs(
-        runs, groups, key=lambda r: (r["fault"], r["variant"]), totals=("faults", "duplicates", "lost", "skipped"),
+    return results.summarise_runs(
+        runs, [f"{f}/{v}" for f in FAULTS for v in results.seen(runs)], key=lambda r: f"{r['fault']}/{r['variant']}",
+        totals=("faults", "duplicates", "lost", "skipped"),
         extra=lambda mine: {"fault": mine[0]["fault"], "variant": mine[0]["variant"],
                             "longest_wait_s": results.stats(r["longest_wait_s"] for r in mine),
                             "exits": sum(len(r["exits"]) for r in mine)})
-    return {f"{fault}/{variant}": entry for (fault, variant), entry in summary.items()}
 
 
 def table(summary: dict) -> str:

@@ -210,10 +210,8 @@ def parse_args(argv=None):
         parser.error("--sweep-batch takes batches other than --batch's, each once")
     if args.sweep_batch and not set(args.variants) & set(BATCHED):
         parser.error("--sweep-batch needs d or p among --variants")
-    if args.seconds <= 0:
-        parser.error("--seconds must be positive")
-    if args.capacity_events < 2:
-        parser.error("--capacity-events must be at least 2")
+    cli.positive(parser, args, "seconds")
+    cli.at_least(parser, args, 2, "capacity_events")
     return args
 
 
@@ -238,13 +236,13 @@ def cases(variants: list[str], batch: int, sweep: list[int] | None) -> list[dict
 def main(args) -> int:
     # the files' configs, as they were before --load and --sweep-batch: a flag they never had is left out
     unswept = ("sweep_batch",) if args.sweep_batch is None else ()
+    offered_to = cases(args.variants, args.batch, args.sweep_batch)
     if args.load is None:
         config = results.config_of(args, "out", "force", "load", "capacity_events", "capacity_events_of", *unswept)
-        plan = [{**case, "rate": float(r)} for r in args.rates for case in cases(args.variants, args.batch,
-                                                                                  args.sweep_batch)]
+        plan = [{**case, "rate": float(r)} for r in args.rates for case in offered_to]
     else:
         config = results.config_of(args, "out", "force", "rates", *unswept)
-        plan = [{**case, "load": f} for f in args.load for case in cases(args.variants, args.batch, args.sweep_batch)]
+        plan = [{**case, "load": f} for f in args.load for case in offered_to]
     results.drive("measure_latency", args.out, config, plan, run_once, summarise, table, verdict_line, args.force,
                   rotate=True)
     return 0

@@ -60,7 +60,7 @@ def unpublished(space) -> int:
         return conn.execute("SELECT count(*) FROM events_outbox WHERE published_at IS NULL").fetchone()[0]
 
 
-def started(worker, finished) -> bool:
+def started(worker, finished=lambda: False) -> bool:
     """True once the worker acknowledged its first event; False if `finished()` first (or it exited)."""
     harness.wait_until(lambda: worker.first_effect.is_set() or worker.proc.poll() is not None or finished(), 120,
                        "a first acknowledgement, or nothing left to publish", interval_s=0.1)
@@ -116,7 +116,7 @@ def with_retries(space, events_file, journal, config, idempotence, log_path) -> 
         publisher = harness.Worker("publisher", space.topic, space.group, space.dsn, log_path, (
             "--events-file", events_file, "--journal", journal, "--rate", config["rate"], "--idempotence",
             idempotence, "--socket-timeout-ms", config["socket_timeout_ms"]), prefix=ns.prefix)
-        if not started(publisher, lambda: False):
+        if not started(publisher):
             raise RuntimeError(f"the publisher acknowledged nothing:\n{publisher.log_tail()}")
         kafka_port, _ = partitions.service_ports()
         fault_log = []
@@ -142,8 +142,7 @@ def with_restarts(space, events_file, journal, config, seed, log_path) -> list[d
         return harness.Worker("publisher", space.topic, space.group, space.dsn, log_path, (
             "--events-file", events_file, "--journal", journal, "--rate", config["rate"]))
 
-    fault_log = nemesis.kill_loop(nemesis.kill_schedule(seed, config["kills"], config["life"]), start,
-                                  lambda w: started(w, lambda: False),
+    fault_log = nemesis.kill_loop(nemesis.kill_schedule(seed, config["kills"], config["life"]), start, started,
                                   lambda k, life, worker, _code: {"fault": k, "life_s": life})
     last = start()
     harness.wait_until(lambda: last.proc.poll() is not None, 600, "the last publisher to finish")
@@ -153,8 +152,7 @@ def with_restarts(space, events_file, journal, config, seed, log_path) -> list[d
 
 def run_once(source: str, idempotence: str, variant: str, run: int, config: dict) -> dict:
     name = f"{source}-{idempotence}-{variant}-r{run}"
-    log_path = harness.log_dir() / f"publish-{name}.log"
-    log_path.unlink(missing_ok=True)
+    log_path = harness.fresh_log(f"publish-{name}")
     seed = config["seed"] + run
     begun = time.monotonic()
     events = harness.make_events(config["events"], prefix=f"r{run}", seed=seed)
@@ -231,8 +229,7 @@ def parse_args(argv=None):
                         help="retries: the producer's wait for an answer before it resends")
     args = parser.parse_args(argv)
     cli.at_least(parser, args, 1, "runs", "events", "partitions", "kills", "planted", "faults", "socket_timeout_ms")
-    if args.rate <= 0 or args.every_s <= 0 or args.outage_s <= 0:
-        parser.error("--rate, --every-s and --outage-s must be positive")
+    cli.positive(parser, args, "rate", "every_s", "outage_s")
     return args
 
 

@@ -32,8 +32,7 @@ from variants import provider
 
 # variant: (worker variant, provider mode or None when the effect is the ledger); b, no inbox, is the control
 VARIANTS = {"b": ("b", None), "c": ("c", None), "d": ("d", None), "external": ("ext", "keys"),
-            "outbox": ("outbox", "keys"),
-            "o": ("o", None), "p": ("p", None)}
+            "outbox": ("outbox", "keys"), "o": ("o", None), "p": ("p", None)}
 COUNTS = ("duplicates", "lost", "retried", "died", "skipped")
 
 
@@ -98,7 +97,7 @@ def summarise(runs: list[dict]) -> dict:
 def table(summary: dict) -> str:
     return results.text_table(
         ["variant", "runs", "duplicates", "lost", "retried", "died", "skipped", "exact"],
-        [[variant, s["runs"], *(s["totals"][f] for f in ("duplicates", "lost", "retried", "died", "skipped")),
+        [[variant, s["runs"], *(s["totals"][f] for f in COUNTS),
           f"{s['balances_exact_runs']}/{s['runs']}"] for variant, s in summary.items()], "(totals over all runs)")
 
 

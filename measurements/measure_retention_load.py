@@ -243,8 +243,7 @@ def parse_args(argv=None):
 
 def main(args) -> int:
     modes = MODES if "all" in args.mode else args.mode
-    config = {"runs": args.runs, "events": args.events, "backlog": args.backlog, "partitions": args.partitions,
-              "batch": args.batch, "seed": args.seed, "window_days": WINDOW.days, "backlog_days": list(BACKLOG_DAYS)}
+    config = results.config_of(args, "out", "force", "mode", window_days=WINDOW.days, backlog_days=list(BACKLOG_DAYS))
     results.drive("measure_retention_load", args.out, config, [{"mode": m} for m in modes], run_once, summarise,
                   table, verdict_line, args.force, rotate=True)
     return 0

@@ -64,8 +64,7 @@ def parse_args(argv=None):
     parser.add_argument("--top", type=int, default=20)
     parser.add_argument("--out", help="also write the profile here, e.g. results/profile-d.txt")
     args = parser.parse_args(argv)
-    if args.events < 1 or args.batch < 1:
-        parser.error("--events and --batch must be at least 1")
+    cli.at_least(parser, args, 1, "events", "batch")
     return args
 
 

@@ -36,10 +36,7 @@ def cpu_s(stat_path: str) -> float:
 
 
 def snapshot(parts: dict) -> dict:
-    taken = {}
-    for name, paths in parts.items():
-        taken[name] = sum(cpu_s(p) for p in paths() if Path(p).exists())
-    return taken
+    return {name: sum(cpu_s(p) for p in paths() if Path(p).exists()) for name, paths in parts.items()}
 
 
 def main(args) -> int:
@@ -56,11 +53,10 @@ def main(args) -> int:
         pipelines.append(self)
 
     consume_pipelined.Pipeline.__init__ = remember
-    statement, run = consume_pipelined.CLAIM_AND_CREDIT, consume_pipelined.run_pipelined
     try:
         harness.produce_events(topic, harness.make_events(args.events, "p"))
         stop = threading.Event()
-        runner = threading.Thread(target=run, args=(topic, harness.unique("prof")),
+        runner = threading.Thread(target=consume_pipelined.run_pipelined, args=(topic, harness.unique("prof")),
                                   kwargs={"dsn": dsn, "stop": stop, "batch": args.batch}, daemon=True)
         runner.start()
         harness.wait_until(lambda: pipelines and harness.ledger_count(owner) > 0, 120, "p's first batch", 0.05)
@@ -84,17 +80,15 @@ def main(args) -> int:
         ids = sorted(events)
         with psycopg.connect(owner, autocommit=True) as conn:
             plan = [row[0] for row in conn.execute(
-                "EXPLAIN (ANALYZE, BUFFERS, COSTS off) " + statement,
+                "EXPLAIN (ANALYZE, BUFFERS, COSTS off) " + consume_pipelined.CLAIM_AND_CREDIT,
                 {"ids": ids, "accounts": [events[i]["account_id"] for i in ids], "amounts": [1] * len(ids),
                  "wanted": sorted({e["account_id"] for e in events.values()}), "consumer": "profile"}, binary=True)]
     finally:
         consume_pipelined.Pipeline.__init__ = original
         harness.drop_schema(schema)
         harness.delete_topics(topic, topic + ".dlq")
-    lines = [f"# python -m measurements.profile_p --events {args.events} --batch {args.batch}"
-             ": "
-             f"{args.events - rows:,} credits "
-             f"timed in {wall:.2f} s wall, {rate:,.0f} a second", "",
+    lines = [f"# python -m measurements.profile_p --events {args.events} --batch {args.batch}: "
+             f"{args.events - rows:,} credits timed in {wall:.2f} s wall, {rate:,.0f} a second", "",
              "CPU seconds while they ran, and as a share of the wall (on 2 cores the total can reach 200%):"]
     for name in parts:
         used = after[name] - before[name]
