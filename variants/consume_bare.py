@@ -35,10 +35,8 @@ def credit_only(conn, events: dict) -> tuple[set, set]:
 
 
 def run_bare(topic: str, group: str, **options) -> None:
-    """consume_pipelined.run_pipelined with the bare statement: the same options."""
     consume_pipelined.run_pipelined(topic, group, claim=credit_only, **options)
 
 
 def run_worker(lab) -> None:
-    """The lab's entry point: p's, with the bare statement."""
     consume_pipelined.run_worker(lab, claim=credit_only)

@@ -56,14 +56,6 @@ def output_topic(topic: str) -> str:
     return f"{topic}.credited"
 
 
-def eos_consumer_config(group: str, **overrides) -> dict:
-    return consumer_config(group, **{
-        # Skip records of aborted transactions: a crashed pass's output is never read downstream.
-        "isolation.level": "read_committed",
-        **overrides,
-    })
-
-
 def transactional_producer(transactional_id: str) -> Producer:
     producer = Producer({
         "bootstrap.servers": BROKERS,
@@ -79,11 +71,6 @@ def transactional_producer(transactional_id: str) -> Producer:
     return producer
 
 
-def credited_record(event_id: str, event: dict) -> dict:
-    """The output record of one input: what was credited, under the input's ID."""
-    return {"event_id": event_id, "account_id": event["account_id"], "amount": event["amount"]}
-
-
 class Pass:
     """The loop's state: the producer's open transaction and the messages it covers."""
 
@@ -95,9 +82,10 @@ class Pass:
         """The input's output record (or nothing for a dead letter, which went to the DLQ in
         this same transaction), inside the open transaction."""
         if outcome != "dead-lettered":
-            event_id = event_id_of(msg)  # process() dead-lettered any message without one
+            event_id, event = event_id_of(msg), json.loads(msg.value())  # process() dead-lettered any without an ID
+            credited = {"event_id": event_id, "account_id": event["account_id"], "amount": event["amount"]}
             self.producer.produce(self.out, key=msg.key(), headers=[("event_id", event_id.encode())],
-                                  value=json.dumps(credited_record(event_id, json.loads(msg.value()))).encode())
+                                  value=json.dumps(credited).encode())
         self.pending.append(msg)
 
     def commit(self, rewind_on_abort: bool = True) -> bool:
@@ -159,7 +147,8 @@ def run_eos(topic: str, group: str, apply, *, handle=None, every: int = 100, tra
     out = output_topic(topic)
     ensure_topic(out)
     ensure_topic(dead_letter_topic(topic))
-    consumer = Consumer(eos_consumer_config(group, **overrides))
+    # read_committed: skip records of aborted transactions, so a crashed pass's output is never read downstream
+    consumer = Consumer(consumer_config(group, **{"isolation.level": "read_committed", **overrides}))
     producer = transactional_producer(transactional_id or f"{group}-eos-0")
     state = Pass(consumer, producer, out)
 

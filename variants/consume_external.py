@@ -44,7 +44,6 @@ from psycopg.types.json import Jsonb
 from consume import CONSUMER_NAME, PoisonMessage, connect, handle_once
 from variants.provider import Client, ProviderError
 
-POLICIES = ("keys", "lookup", "retry", "skip")
 log = logging.getLogger("consume_external")
 
 # What the lab runs of this file (lab/registry.py reads it without importing the module).

@@ -18,9 +18,9 @@ auto-commit, every 5 s, of positions that getone() moved before the handler ran.
 
 The subscriber, its handler and its loop are consume_faststream.py's, with this file's Backend:
 the harness's client settings go to aiokafka under its own names, the lab's rebalance callbacks
-become an aiokafka listener, and the handler reads the record through confluent-kafka's
-accessors, so consume.process, its dead-letter producer (confluent-kafka's, the lab's) and the
-crash point are unchanged.
+become an aiokafka listener, and the handler reads the record as a confluent-kafka Message (the
+lab's confluent-kafka builds one from its fields), so consume.process, its dead-letter producer
+(confluent-kafka's, the lab's) and the crash point are unchanged.
 
 Assumptions: faststream[kafka] (aiokafka 0.14, requirements-frameworks.txt), beside the lab's
 confluent-kafka; the classic group protocol (aiokafka does not speak KIP-848's; a worker asked
@@ -29,6 +29,7 @@ the group revokes what it had when it joins again. Its leaving the group on
 max_poll_interval_ms prints no librdkafka MAXPOLL line: the harness counts no eviction of it.
 """
 from aiokafka import ConsumerRebalanceListener
+from confluent_kafka import Message
 from faststream.kafka import KafkaBroker, KafkaMessage
 
 from variants import consume_faststream
@@ -50,32 +51,11 @@ AIOKAFKA_NAMES = {"session.timeout.ms": "session_timeout_ms", "heartbeat.interva
                   "max.poll.interval.ms": "max_poll_interval_ms"}
 
 
-class Record:
-    """An aiokafka ConsumerRecord behind confluent-kafka's Message accessors: those that
-    consume.process, its dead-letter step and the lab's crash point call."""
-
-    __slots__ = ("_record",)
-
-    def __init__(self, record):
-        self._record = record
-
-    def topic(self) -> str:
-        return self._record.topic
-
-    def partition(self) -> int:
-        return self._record.partition
-
-    def offset(self) -> int:
-        return self._record.offset
-
-    def key(self) -> bytes | None:
-        return self._record.key
-
-    def value(self) -> bytes | None:
-        return self._record.value
-
-    def headers(self) -> list | None:
-        return list(self._record.headers) or None  # confluent-kafka says None for none
+def as_message(record) -> Message:
+    """An aiokafka ConsumerRecord as a confluent-kafka Message: what consume.process, its
+    dead-letter step and the lab's crash point read."""
+    return Message(topic=record.topic, partition=record.partition, offset=record.offset, key=record.key,
+                   value=record.value, headers=list(record.headers) or None)  # confluent-kafka says None for none
 
 
 class Rebalances(ConsumerRebalanceListener):
@@ -108,7 +88,7 @@ def aiokafka_options(settings: dict, callbacks: dict) -> tuple[dict, dict]:
     return {}, options
 
 
-AIOKAFKA = consume_faststream.Backend("aiokafka", KafkaBroker, KafkaMessage, Record, aiokafka_options)
+AIOKAFKA = consume_faststream.Backend("aiokafka", KafkaBroker, KafkaMessage, as_message, aiokafka_options)
 
 
 def run_worker(lab) -> None:

@@ -52,8 +52,8 @@ VARIANTS = {
 
 
 class Carrying:
-    """The part of a Kafka Message that consume.py's checks and the lab's crash point read:
-    its headers. Quix hands a row's headers over as a list, not as the Message."""
+    """The part of a Kafka Message that consume.py's checks read: its headers. Quix hands a
+    row's headers over as a list, not as the Message."""
 
     def __init__(self, headers):
         self._headers = headers
@@ -90,17 +90,22 @@ def sink_settings(dsn: str) -> dict:
             "user": parts["user"], "password": parts.get("password", ""), "schema_name": schema}
 
 
-def build(variant: str, topic: str, group: str, *, dsn: str = DSN, work_ms: float = 0, after_write=lambda ids: None,
-          overrides: dict | None = None, stall=None) -> Application:
-    app = Application(
+def application(group: str, guarantee: str, overrides: dict | None) -> Application:
+    """Quix's Application as the lab runs it, under `guarantee` (its processing_guarantee)."""
+    return Application(
         broker_address=BROKERS,
         consumer_group=group,
-        processing_guarantee="exactly-once",  # the Kafka transaction per checkpoint
+        processing_guarantee=guarantee,
         auto_offset_reset="earliest",  # Quix's default, "latest", would skip the backlog a new group finds
         auto_create_topics=False,  # by default it creates a missing topic with 1 partition
         consumer_extra_config=dict(overrides or {}),  # the harness's session and poll timeouts
         state_dir=tempfile.mkdtemp(prefix="quix-state-"),  # unused (no stateful step), but made at start:
     )                                                      # not in the checkout, where it would go by default
+
+
+def build(variant: str, topic: str, group: str, *, dsn: str = DSN, work_ms: float = 0, after_write=lambda ids: None,
+          overrides: dict | None = None, stall=None) -> Application:
+    app = application(group, "exactly-once", overrides)  # the Kafka transaction per checkpoint
     source = app.topic(topic, value_deserializer="bytes", key_deserializer="bytes")
 
     def ledger_row(value: bytes, key, timestamp: int, headers) -> dict:
@@ -118,18 +123,17 @@ def build(variant: str, topic: str, group: str, *, dsn: str = DSN, work_ms: floa
     return app
 
 
-def run_worker(lab) -> None:
-    """The lab's entry point. `lab.apply` (the lab's credit) is unused: the sink writes the
-    rows. Quix's run() must own the main thread (it sets signal handlers), so a watcher
-    thread turns `stop` into app.stop()."""
+def run_worker(lab, build=build) -> None:
+    """The lab's entry point (consume_quix_inbox's too, with its own `build`). `lab.apply` (the
+    lab's credit) is unused: the sink writes the rows. Quix's run() must own the main thread (it
+    sets signal handlers), so a watcher thread turns `stop` into app.stop()."""
     def after_write(event_ids):
         if event_ids:  # once the sink's first rows are committed
             lab.first_effect(event_ids[0])
         for event_id in event_ids:  # the crash point: committed in Postgres, not yet in Kafka
-            lab.after_db_commit(Carrying([("event_id", event_id.encode())]), "applied")
+            lab.committed([event_id])
 
     app = build(lab.args.variant, lab.args.topic, lab.args.group, work_ms=lab.args.work_ms, after_write=after_write,
                 overrides=lab.overrides, stall=lab.stall)
     threading.Thread(target=lambda: (lab.stop.wait(), app.stop()), daemon=True).start()
     app.run()
-

@@ -35,25 +35,22 @@ replayed poison again: the dead letters are at least once, as in every variant.
 
 The lab's hooks as consume_quix.py has them: the handler's stall and work (--slow-every,
 --work-ms) in the processing step, per message, as Quix processes it; the first effect and the
-planted crash point (lab.after_db_commit, for each event the batch's transaction applied) after
+planted crash point (lab.committed, for each event the batch's transaction applied) after
 the sink's database commit, before Quix commits anything to Kafka.
 
 Assumptions: runs in .venv-quix (requirements-quix.txt), which has psycopg 3 beside psycopg2:
 the sink connects with consume.DSN (CONSUMER_DSN, whose search_path puts the run's schema
 first), through variants.common.Database, which reconnects after a lost server as d does.
 """
-import tempfile
-import threading
 import time
 
-from quixstreams import Application
 from quixstreams.sinks import BatchingSink
 
-from consume import BROKERS, DSN, PoisonMessage, checked_event_id, dead_letter_topic, parse_event
+from consume import DSN, PoisonMessage, checked_event_id, dead_letter_topic, parse_event
 from publish import ensure_topic, make_producer
+from variants import consume_quix
 from variants.common import Database
 from variants.consume_batched import credit_accounts, process_batch
-from variants.consume_quix import Carrying
 
 # What the lab runs of this file (lab/registry.py reads it without importing the module).
 VARIANTS = {
@@ -122,23 +119,15 @@ class InboxSink(BatchingSink):
 
 
 def build(variant: str, topic: str, group: str, *, dsn: str = DSN, work_ms: float = 0,
-          after_commit=lambda event_ids: None, overrides: dict | None = None, stall=None):
+          after_write=lambda event_ids: None, overrides: dict | None = None, stall=None):
     """The Application as consume_quix.build makes it, with InboxSink and the variant's guarantee."""
-    app = Application(
-        broker_address=BROKERS,
-        consumer_group=group,
-        processing_guarantee=GUARANTEES[variant],
-        auto_offset_reset="earliest",  # Quix's default, "latest", would skip the backlog a new group finds
-        auto_create_topics=False,  # by default it creates a missing topic with 1 partition
-        consumer_extra_config=dict(overrides or {}),  # the harness's session and poll timeouts
-        state_dir=tempfile.mkdtemp(prefix="quix-state-"),  # unused, but made at start: not in the checkout
-    )
+    app = consume_quix.application(group, GUARANTEES[variant], overrides)
     source = app.topic(topic, value_deserializer="bytes", key_deserializer="bytes")
 
     def handler_work(value: bytes, key, timestamp: int, headers) -> bytes:
         """The handler's stall and work for a credit; poison passes untouched, for the sink to park."""
         try:
-            event_id, event = checked_event_id(Carrying(headers)), parse_event(value)
+            event_id, event = checked_event_id(consume_quix.Carrying(headers)), parse_event(value)
         except PoisonMessage:
             return value
         if stall is not None:
@@ -147,20 +136,10 @@ def build(variant: str, topic: str, group: str, *, dsn: str = DSN, work_ms: floa
             time.sleep(work_ms / 1000)
         return value
 
-    app.dataframe(source).apply(handler_work, metadata=True).sink(InboxSink(topic, dsn=dsn, after_commit=after_commit))
+    app.dataframe(source).apply(handler_work, metadata=True).sink(InboxSink(topic, dsn=dsn, after_commit=after_write))
     return app
 
 
 def run_worker(lab) -> None:
-    """The lab's entry point, as consume_quix.run_worker: Quix's run() owns the main thread (it
-    sets signal handlers), so a watcher thread turns `stop` into app.stop()."""
-    def after_commit(event_ids):
-        if event_ids:  # once the sink's first credits are committed
-            lab.first_effect(event_ids[0])
-        for event_id in event_ids:  # the crash point: committed in Postgres, not yet in Kafka
-            lab.after_db_commit(Carrying([("event_id", event_id.encode())]), "applied")
-
-    app = build(lab.args.variant, lab.args.topic, lab.args.group, work_ms=lab.args.work_ms,
-                after_commit=after_commit, overrides=lab.overrides, stall=lab.stall)
-    threading.Thread(target=lambda: (lab.stop.wait(), app.stop()), daemon=True).start()
-    app.run()
+    """The lab's entry point: consume_quix.run_worker, with this file's Application."""
+    consume_quix.run_worker(lab, build=build)

@@ -6,13 +6,9 @@ member, which handles it too. The inbox (share-c) skips that second copy; share-
 twice. Records are acknowledged one by one (explicit mode), after the DB commit, with the same
 outcomes as the consumer-group loop: applied, skipped, or dead-lettered (durably) first.
 """
-import logging
-
 import consume
 from publish import ensure_topic, make_producer
 from variants import common
-
-log = logging.getLogger("worker")
 
 VARIANTS = {
     "share-b": {"label": "share-b: b in a share group (KIP-932)", "kind": "share"},
@@ -40,12 +36,12 @@ def run_worker(lab) -> None:
             while not lab.stop.is_set():
                 for msg in consumer.poll(0.5):
                     if msg.error():
-                        log.warning("consumer error: %s", msg.error())
+                        lab.log.warning("consumer error: %s", msg.error())
                         continue
                     consume.process(conn, msg, dead_letters, handle=handle, apply=lab.apply)
                     consumer.acknowledge(msg)
                 for tp, error in (consumer.commit_sync(30) or {}).items():
                     if error is not None:
-                        log.warning(lab.ACK_FAILED_LOG, error.args[0].name(), tp.topic, tp.partition)
+                        lab.log.warning(lab.ACK_FAILED_LOG, error.args[0].name(), tp.topic, tp.partition)
     finally:
         consumer.close()

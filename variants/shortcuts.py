@@ -102,7 +102,6 @@ def run_offset_dedup(topic: str, group: str, apply, *, stop: threading.Event, ds
 
 
 def run_worker(lab) -> None:
-    """The lab's entry point."""
     import consume
     from variants.common import partition_logging
 
