@@ -36,10 +36,11 @@ def kill_section() -> str:
     for name, doc in batched.items():
         kills, c = total(doc["runs"], "kills"), doc["config"]
         short = " " + say("kill.short", c=c) if kills < c["kills"] * len(doc["runs"]) else ""  # the events ran out
-        lives = ("" if c["life"] == kill["config"]["life"]  # shorter lives land the kills before the events run out
-                 else f" but lives of {c['life'][0]:g}–{c['life'][1]:g} s")
+        # shorter lives, or more credits, land the kills before the events run out
+        differs = [f"lives of {c['life'][0]:g}–{c['life'][1]:g} s"] if c["life"] != kill["config"]["life"] else []
+        differs += [f"{c['events']:,} credits"] if c["events"] != kill["config"]["events"] else []
         legend += " " + say("kill.batched", variant=next(iter(doc["summary"])), c=c, file=name, code=measured_by(doc),
-                            kills=kills, lives=lives) + short + "."
+                            kills=kills, differs=" but " + " and ".join(differs) if differs else "") + short + "."
     crashes = [(key, code) for key, row in rows.items() for r in row[2] for code in r.get("crashes", [])]
     if crashes:  # a life that ended before its kill: counted apart, never as a kill
         legend += " " + say("kill.crashes", count=len(crashes),
