@@ -206,6 +206,21 @@ def credit(event_id, account=1, amount=100):
     return (b"1", json.dumps({"account_id": account, "amount": amount}).encode(), [("event_id", event_id.encode())])
 
 
+def worker_run(variant, log_path):
+    """`consuming`'s `run` for a variant as the harness runs it (in its own venv, if it has one):
+    its worker process, stopped (SIGTERM) when the test is done with it; one that exits by itself
+    raises."""
+    def run(topic, group, dsn, stop):
+        worker = harness.Worker(variant, topic, group, dsn, log_path)
+        try:
+            while not stop.wait(0.2):
+                if worker.proc.poll() is not None:
+                    raise RuntimeError(f"{variant} exited ({worker.proc.returncode}): {worker.log_tail()}")
+        finally:
+            worker.stop()
+    return run
+
+
 def every_kind_of_poison_is_parked(topic, group, dsn, conn, run=None, inbox=True, **options):
     # One consumer through every kind in a row (one partition: key b"1" and b"9" alike), then
     # a good credit: each poison is parked with its reason, source, key, value and headers.

@@ -95,6 +95,33 @@ async def raw_body(message) -> bytes:
     return message.body
 
 
+class WithoutHeaders:
+    """A record as FastStream's parser reads it, with no headers (confluent-kafka's say so by a
+    method, aiokafka's by an attribute); everything else is the record's."""
+
+    def __init__(self, record):
+        self._record = record
+
+    def __getattr__(self, name: str):
+        if name == "headers":
+            return (lambda: None) if callable(self._record.headers) else ()
+        return getattr(self._record, name)
+
+
+async def parse_past_bad_headers(record, parse):
+    """FastStream's parser decodes every header value as UTF-8 before any handler runs: a record
+    with one that is not never reaches the handler, and the next commit passes it with no dead
+    letter. Such a record is parsed here as if it had no headers, for FastStream's own use (its
+    correlation and reply fields); the handler still reads the record itself, headers intact,
+    and consume.process parks it on the DLQ with its reason."""
+    try:
+        return await parse(record)
+    except UnicodeDecodeError:
+        message = await parse(WithoutHeaders(record))
+        message.raw_message = record
+        return message
+
+
 class Connection:
     """One psycopg connection, opened again on the next message after the server went away."""
 
@@ -110,7 +137,7 @@ class Connection:
 def build(variant: str, topic: str, group: str, apply, *, backend: Backend = CONFLUENT, dsn: str = DSN,
           after_db_commit=None, rebalance_callbacks: dict | None = None, overrides: dict | None = None,
           config: dict | None = None, after_handled=None, policy: AckPolicy | None = None,
-          failure_pause_s: float = 0.0):
+          failure_pause_s: float = 0.0, parser=None):
     """The broker with its one subscriber, as a reader would declare it. `variant`: one of
     POLICIES' settings; `backend`: which of FastStream's brokers; `overrides`: the client
     settings the harness chose (session and poll timeouts), in librdkafka's names; `config`:
@@ -118,7 +145,7 @@ def build(variant: str, topic: str, group: str, apply, *, backend: Backend = CON
     after the crash point (consume_faststream_fixed.py's offset store); `policy`: an ack policy
     other than the variant's; `failure_pause_s`: how long a handler that raised waits before
     FastStream applies the policy (a policy that redelivers would otherwise spin while the
-    database is away)."""
+    database is away); `parser`: one that wraps FastStream's (parse_past_bad_headers)."""
     ensure_topic(dead_letter_topic(topic))
     broker_options, subscriber_options = backend.options({**(overrides or {}), **(config or {})},
                                                          rebalance_callbacks or {})
@@ -128,7 +155,8 @@ def build(variant: str, topic: str, group: str, apply, *, backend: Backend = CON
     db, dead_letters = Connection(dsn), make_producer()
 
     @broker.subscriber(topic, group_id=group, auto_offset_reset="earliest", decoder=raw_body,
-                       **({"ack_policy": policy} if policy else {}), **subscriber_options)
+                       **({"ack_policy": policy} if policy else {}), **({"parser": parser} if parser else {}),
+                       **subscriber_options)
     def handler(body: bytes, msg: backend.message) -> None:  # a plain def: FastStream runs it in a thread
         raw = backend.record(msg.raw_message)
         try:

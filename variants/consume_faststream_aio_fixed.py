@@ -28,6 +28,8 @@ VARIANTS = {
 
 
 def run_worker(lab) -> None:
-    """The lab's entry point: fs-inbox's subscriber on aiokafka, a failed handler's message redone."""
+    """The lab's entry point: fs-inbox's subscriber on aiokafka, a failed handler's message redone,
+    a record whose headers are not UTF-8 parked like any poison."""
     consume_faststream.run_worker(lab, variant="fs-inbox", backend=consume_faststream_aio.AIOKAFKA,
-                                  policy=REDO_FAILED, failure_pause_s=FAILURE_PAUSE_S)
+                                  policy=REDO_FAILED, failure_pause_s=FAILURE_PAUSE_S,
+                                  parser=consume_faststream.parse_past_bad_headers)

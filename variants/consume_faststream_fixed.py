@@ -21,7 +21,10 @@ commits after it, and the next message's store goes past it. Here the policy is
 AckPolicy.NACK_ON_ERROR: FastStream seeks the partition back to the failed message, which is
 handled again once the database answers (after a short pause per failure, so the retries do
 not spin); no store happens for it meanwhile, so no commit passes it. A message that can never
-succeed is not this case: poison is parked on the DLQ by consume.process and never raises.
+succeed is not this case: poison is parked on the DLQ by consume.process and never raises. A
+record with a header that is not UTF-8 would not reach the handler at all (FastStream's parser
+decodes every header first, and the commits after it pass it): FastStream parses it here as if it
+had none, and the handler parks it like any poison.
 
 Assumptions: those of fs-inbox (consume_faststream.py, whose pieces this uses), with
 FastStream's one-message-at-a-time subscriber (no max_workers, no batches). The broker's config
@@ -58,4 +61,5 @@ def run_worker(lab) -> None:
     the setting, the store as the handler's last step (after its transaction and the crash point),
     and a failed handler's message redone."""
     consume_faststream.run_worker(lab, variant="fs-inbox", config=NO_STORE_ON_POLL, after_handled=store_handled,
-                                  policy=REDO_FAILED, failure_pause_s=FAILURE_PAUSE_S)
+                                  policy=REDO_FAILED, failure_pause_s=FAILURE_PAUSE_S,
+                                  parser=consume_faststream.parse_past_bad_headers)

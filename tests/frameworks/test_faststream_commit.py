@@ -20,7 +20,13 @@ Then fs-inbox-fixed itself: through M1's kill harness in small, at its planted c
 right after the database committed (the replay meets the inbox), and through two Postgres
 restarts mid-stream (one in each life of M1's kills), where a handler raises: fs-inbox, whose
 AckPolicy.ACK acks past it, loses credits; fs-inbox-fixed, under NACK_ON_ERROR, has FastStream
-seek back to the failed message and loses none."""
+seek back to the failed message and loses none.
+
+Last, poison: FastStream's parser decodes every header as UTF-8 before any handler runs, so a
+record whose event_id is not UTF-8 never reaches fs-inbox's handler, and the commit after the
+next message passes it with no dead letter (the control). The fixed variants parse such a
+record as if it had no headers, and their handler parks it with its reason, like every other
+kind of poison (tests/helpers.py's battery)."""
 import asyncio
 import threading
 
@@ -28,6 +34,7 @@ import pytest
 from confluent_kafka import Consumer, TopicPartition
 from faststream.confluent import KafkaBroker, KafkaMessage
 from faststream.middlewares import AckPolicy
+from helpers import POISON, consuming, credit, drained, every_kind_of_poison_is_parked, send, worker_run
 from test_crash_points import crash_then_recover
 
 import measure_kill
@@ -246,3 +253,21 @@ def test_a_handler_that_raised_is_redone_under_nack_on_error_and_passed_over_und
     assert control["handler_raised"] >= 1 and control["lost"] >= 1 and control["duplicates"] == 0, control
     assert control["evidence"]["lost_ids"] == control["lost"], control["evidence"]
     assert all(e["records"] for e in control["evidence"]["lost"]), control["evidence"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("variant", ["fs-inbox-fixed", "fs-inbox-fixed-aio"])
+def test_the_fixed_variants_park_every_kind_of_poison_and_go_on(variant, topic, group, dsn, conn, tmp_path):
+    every_kind_of_poison_is_parked(topic, group, dsn, conn, worker_run(variant, tmp_path / "worker.log"))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("control", ["fs-inbox", "fs-inbox-aio"])
+def test_the_control_faststreams_parser_passes_a_header_not_utf8_with_no_dead_letter(control, topic, group, dsn,
+                                                                                   conn, tmp_path):
+    (not_utf8, _reason) = POISON["event_id not UTF-8"]
+    send(topic, [not_utf8, credit("good-1")])
+    with consuming(topic, group, dsn, worker_run(control, tmp_path / "worker.log")):
+        drained(group, topic)  # the group's offset is past both
+    assert conn.execute("SELECT event_id FROM ledger").fetchall() == [("good-1",)]
+    assert harness.topic_size(topic + ".dlq") == 0, "FastStream's own parser let the poison reach the handler"

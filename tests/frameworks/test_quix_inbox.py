@@ -11,7 +11,7 @@ credits each event once, under Quix's exactly-once and under its default at-leas
   partition goes on to the good credit after it.
 """
 import pytest
-from helpers import every_kind_of_poison_is_parked
+from helpers import every_kind_of_poison_is_parked, worker_run
 from test_crash_points import crash_then_recover
 
 import measure_kill
@@ -41,20 +41,6 @@ def test_hard_kills_leave_no_duplicate_no_loss_and_exact_balances(variant):
     assert record["kills"] >= 1 and record["crashes"] == [], record["kill_log"]
     assert (record["duplicates"], record["lost"], record["unexpected"]) == (0, 0, 0), record
     assert record["balances_exact"] is True, record
-
-
-def worker_run(variant, log_path):
-    """helpers' `run` for a variant that runs in a venv of its own: its worker process, stopped
-    (SIGTERM) when the test is done with it; a worker that exits by itself raises."""
-    def run(topic, group, dsn, stop):
-        worker = harness.Worker(variant, topic, group, dsn, log_path)
-        try:
-            while not stop.wait(0.2):
-                if worker.proc.poll() is not None:
-                    raise RuntimeError(f"{variant} exited ({worker.proc.returncode}): {worker.log_tail()}")
-        finally:
-            worker.stop()
-    return run
 
 
 @pytest.mark.parametrize("variant", VARIANTS)
