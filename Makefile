@@ -103,7 +103,8 @@ measure: up
 	# p's lives are shorter than M1's 1-8 s: at those, p drains 10,000 events before the 20th kill
 	$(PY) measure_kill.py $(FORCE) --variant p --connections 1 --runs 5 --kills 20 --events 10000 --life 0.3,2 \
 	  --out results/kill-p.json
-	$(PY) measure_kill.py $(FORCE) --variant p --connections 2 --runs 5 --kills 20 --events 10000 --life 0.3,2 \
+	# two connections drain faster still: 20,000 events, so that all 20 kills land mid-stream
+	$(PY) measure_kill.py $(FORCE) --variant p --connections 2 --runs 5 --kills 20 --events 20000 --life 0.3,2 \
 	  --out results/kill-p-connections2.json
 	$(PY) measure_rebalance.py $(FORCE) --variant p --runs 5 --out results/rebalance-p-classic.json
 	$(PY) measure_kill.py $(FORCE) --variant o --runs 5 --out results/kill-o.json
