@@ -178,6 +178,18 @@ def _interrupted(kind, value, traceback) -> None:
 _previous_hook, sys.excepthook = sys.excepthook, _interrupted
 
 
+def _terminated(number, frame) -> None:
+    """A SIGTERM (a `kill`, a CI's timeout) ends a measurement as a Ctrl-C does. Its default
+    action ends the process at once, skipping the finally blocks and atexit that stop its
+    consumers, which would go on consuming with nobody to stop them."""
+    raise KeyboardInterrupt
+
+
+# Only where nobody chose otherwise, and only from the main thread, where Python runs handlers.
+if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+    signal.signal(signal.SIGTERM, _terminated)
+
+
 class Worker:
     """One consumer process: `worker.py` running a declared variant, or a reader's own command.
     Its log is read as it is written, so a harness can wait on events ("first side effect")

@@ -111,8 +111,10 @@ class FirstTime:
         self.every, self.table = every, table
 
     def __call__(self, event_id: str, event: dict | None = None) -> bool:
+        if not self.every:  # first: the usual case, and a handler calls this for every event
+            return False
         seq = (event or {}).get("seq", 0) if event is not None else seq_from_id(event_id)
-        if not self.every or seq % self.every:
+        if seq % self.every:
             return False
         with psycopg.connect(DSN, autocommit=True) as own:
             return own.execute(f"INSERT INTO {self.table} VALUES (%s) ON CONFLICT DO NOTHING RETURNING 1",
@@ -157,8 +159,9 @@ class Lab:
     def work(self, credits) -> None:
         """The handler's work for (event_id, event) pairs: each one's stall, then --work-ms each."""
         credits = list(credits)
-        for event_id, event in credits:
-            self.stall.maybe(None, event_id, event)
+        if self.stall.first_time.every:
+            for event_id, event in credits:
+                self.stall.maybe(None, event_id, event)
         if self.args.work_ms:
             time.sleep(self.args.work_ms * len(credits) / 1000)
 

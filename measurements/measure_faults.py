@@ -66,6 +66,13 @@ def run_once(fault: str, variant: str, run: int, config: dict) -> dict:
             if share:
                 # the fault starts the run's consumers itself; a share group has no lag to read
                 workers, settle = spec.start(scene, variant, run)
+                # nor a lag whose end says everything was read: a still ledger ends the phase, so
+                # it may start only once a member applies (a slow start is not a loss of all)
+                try:
+                    harness.wait_until(lambda: any(w.first_effect.is_set() for w in workers), 120,
+                                       "a share group member's first credit")
+                except TimeoutError as e:
+                    raise RuntimeError("\n".join([str(e), *(w.log_tail() for w in workers)])) from None
             else:
                 harness.produce_events(space.topic, events)
                 # the fault's set-up, left after the workers stop: a partition's namespace (scene.ns),

@@ -44,6 +44,19 @@ def test_the_statement_applies_new_ids_and_reports_unknown_accounts(conn):
     assert "e4" not in {row[0] for row in conn.execute("SELECT message_id FROM processed_messages")}
 
 
+def test_any_id_and_amount_reach_the_statement_as_they_were(conn):
+    """The batch goes as text array literals (text_array, int_array): every character an event
+    ID may hold (all but NUL) comes back unchanged, and so do the integer bounds."""
+    hostile = ['"', "\\", '\\"', 'a"b\\c', "{}", "a,b", " padded ", "\n\t", "NULL", "null", "é€😀", "'", "}{\","]
+    events = {event_id: {"account_id": 1 + n % 3, "amount": 2**53 if n == 0 else 1 + n}
+              for n, event_id in enumerate(hostile)}
+    applied, rejected = claim_and_credit(conn, events)
+    assert (applied, rejected) == (set(hostile), set())
+    rows = conn.execute("SELECT event_id, account_id, amount FROM ledger").fetchall()
+    assert sorted(rows) == sorted((i, e["account_id"], e["amount"]) for i, e in events.items())
+    assert {r[0] for r in conn.execute("SELECT message_id FROM processed_messages")} == set(hostile)
+
+
 def test_a_second_delivery_applies_only_what_is_new(conn):
     claim_and_credit(conn, credits(["e1", "e2"]))
     applied, _ = claim_and_credit(conn, credits(["e2", "e1", "e3"]))

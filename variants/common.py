@@ -228,7 +228,9 @@ def settle(valid, applied: set, bad: dict, poison: list, dead_letters) -> int:
     `applied`; a repeat of it is a skip), skipped (logged), or refused (`bad`: the copy's id() ->
     why), which makes it poison. All the poison is then dead-lettered, durably. Returns the skips."""
     applied, skipped = set(applied), 0
-    for msg, event_id, event in valid:
+    # A batch of new IDs, each once, all applied (the usual one) has nothing to sort out: as
+    # many IDs applied as valid copies means every copy's ID is distinct and applied.
+    for msg, event_id, event in () if not bad and len(applied) == len(valid) else valid:
         if id(event) in bad:
             poison.append((msg, bad[id(event)]))
         elif event_id in applied:

@@ -33,8 +33,10 @@ What a message costs (issue #46; each step was measured beside the p before it, 
 - Python's cycle collector runs less often while p consumes (FewerCollections).
 - A batch lists the copies of an ID only when one could not be applied (Batch.copies), and
   reads a Credit's fields as attributes when it builds the statement's arrays.
-- The statement joins the claimed rows to their credits once (`fresh`), and answers only
-  for what it did not apply: a batch of new credits sends no rows back.
+- The statement joins the claimed rows to their credits once (`fresh`), sums each account's
+  credits once (`totals`), and answers only for what it did not apply: a batch of new credits
+  sends no rows back.
+- The batch's arrays go as text literals, built with joins, not dumped element by element.
 - A batch claims its inbox rows with a plain INSERT, not ON CONFLICT DO NOTHING, which costs
   each row a probe of the key and a WAL record more; the rare batch with an ID claimed before
   fails whole, changing nothing, and runs again with ON CONFLICT (claim_and_credit).
@@ -63,7 +65,7 @@ import msgspec
 import psycopg
 from confluent_kafka import Message
 
-from consume import CONSUMER_NAME, DSN, MAX_EVENT_ID_BYTES, checked_event_id, event_id_of, first_line, parse_event
+from consume import CONSUMER_NAME, DSN, MAX_EVENT_ID_BYTES, checked_event_id, first_line, parse_event
 from variants import common
 from variants.consume_batched import commit_batch
 
@@ -105,12 +107,14 @@ END $$;
 """
 
 # The statement in pieces, so that p-bare (consume_bare.py) is p's statement less the claim.
-# The batch as rows, and which of its accounts exist.
+# The batch as rows, and which of its accounts exist. The arrays come as text (%t, array
+# literals: text_array, int_array), which the server reads as fast as the binary form, and the
+# client builds with a join instead of psycopg's dump of each element.
 INPUT_AND_KNOWN = """
 WITH input AS (
-    SELECT * FROM unnest(%(ids)s::text[], %(accounts)s::int[], %(amounts)s::bigint[]) AS i(event_id, account_id, amount)
+    SELECT * FROM unnest(%(ids)t::text[], %(accounts)t::int[], %(amounts)t::bigint[]) AS i(event_id, account_id, amount)
 ), known AS (
-    SELECT id FROM accounts WHERE id = ANY(%(wanted)s::int[])
+    SELECT id FROM accounts WHERE id = ANY(%(wanted)t::int[])
 )"""
 # The inbox rows for the known accounts' IDs, in ID order (the lock order starts here), and
 # the credits they claimed, joined once: `fresh`, what the writes below apply. {skip_claimed}
@@ -124,7 +128,8 @@ CLAIMED = """, claimed AS (
 )"""
 # Why each CTE reads the one before it: Postgres runs a plain SELECT ... FOR UPDATE in WITH
 # only when something reads it, and runs CTEs in the order their data is needed. `locked`
-# needs all of `fresh`, so all of `claimed` (its sort reads every row before it locks any),
+# needs all of `totals` (each account's sum, taken once), so all of `fresh`, so all of
+# `claimed` (its sort reads every row before it locks any),
 # and `checked` counts all of `locked`, which `ledgered` reads before it inserts a row, as
 # does `credited` before it updates one: inbox rows, then accounts, then the writes.
 # (Nothing reads the ledger back: the consumer's role may insert into it, not read it, and
@@ -136,18 +141,19 @@ CLAIMED = """, claimed AS (
 # the planner cannot see coming, and p's one-event-at-a-time retry parks that event as an
 # unknown account. The writes end with the first rows back:
 # the unknown accounts' IDs, which the statement never claims.
-WRITES = """, locked AS (
-    SELECT id FROM accounts WHERE id IN (SELECT account_id FROM fresh) ORDER BY id FOR NO KEY UPDATE
+WRITES = """, totals AS MATERIALIZED (
+    SELECT account_id, sum(amount) AS total FROM fresh GROUP BY account_id
+), locked AS (
+    SELECT id FROM accounts WHERE id IN (SELECT account_id FROM totals) ORDER BY id FOR NO KEY UPDATE
 ), checked AS (
     SELECT CASE WHEN l.n = f.n THEN l.n
                 ELSE ('an account was deleted during the statement: ' || (f.n - l.n))::int END AS n
-    FROM (SELECT count(*) AS n FROM locked) AS l, (SELECT count(DISTINCT account_id) AS n FROM fresh) AS f
+    FROM (SELECT count(*) AS n FROM locked) AS l, (SELECT count(*) AS n FROM totals) AS f
 ), ledgered AS (
     INSERT INTO ledger (event_id, account_id, amount)
     SELECT event_id, account_id, amount FROM fresh WHERE (SELECT n FROM checked) > 0
 ), credited AS (
-    UPDATE accounts SET balance = balance + t.total
-    FROM (SELECT account_id, sum(amount) AS total FROM fresh GROUP BY account_id) AS t
+    UPDATE accounts SET balance = balance + t.total FROM totals AS t
     WHERE accounts.id = t.account_id AND (SELECT n FROM checked) > 0
 )
 SELECT event_id, false FROM input WHERE account_id NOT IN (SELECT id FROM known)
@@ -265,6 +271,19 @@ class Batch:
         return copies
 
 
+def text_array(values: list[str]) -> str:
+    """A text[] literal: every element quoted, and a quote or backslash in one escaped (an
+    event ID may hold any character but NUL)."""
+    if '"' in (joined := "".join(values)) or "\\" in joined:
+        values = [v.replace("\\", "\\\\").replace('"', '\\"') for v in values]
+    return '{"' + '","'.join(values) + '"}'
+
+
+def int_array(values: list[int]) -> str:
+    """An int[] or bigint[] literal (the values are ints: Credit's, or consume.parse_event's)."""
+    return "{" + ",".join(map(str, values)) + "}"
+
+
 def batch_statement(conn: psycopg.Connection, statement: str, events: dict, **params) -> tuple[set[str], set[str]]:
     """One of the batch statements (p's, p-bare's), given the events by ID; they answer only for
     what they did not apply, true for an ID claimed before, false for an unknown account:
@@ -280,8 +299,9 @@ def batch_statement(conn: psycopg.Connection, statement: str, events: dict, **pa
         else:
             accounts.append(event["account_id"])
             amounts.append(event["amount"])
-    rows = conn.execute(statement, {"ids": ids, "accounts": accounts, "amounts": amounts,
-                                    "wanted": sorted(set(accounts)), **params}, binary=True).fetchall()
+    rows = conn.execute(statement, {"ids": text_array(ids), "accounts": int_array(accounts),
+                                    "amounts": int_array(amounts), "wanted": int_array(sorted(set(accounts))),
+                                    **params}, binary=True).fetchall()
     return set(events).difference(i for i, _ in rows), {i for i, seen in rows if not seen}
 
 
@@ -403,7 +423,7 @@ class Pipeline:
                 self.done.put((seq, e))
                 return
             if self.after_db_commit is not None:
-                self.after_db_commit(batch.messages, {"applied": len(batch.applied)})
+                self.after_db_commit(batch.messages, {"applied": batch.applied})
             self.done.put((seq, batch))
 
     def submit(self, batch: Batch) -> None:
@@ -449,7 +469,8 @@ def run_pipelined(topic: str, group: str, *, batch: int = 500, connections: int 
     """Consume `topic` as `group`, a batch at a time, the next batch read while the last commits;
     `connections` statements at once at most.
     `work(events)` runs before each batch's statement (the lab's handler time);
-    `after_db_commit(messages, outcome)` runs between the statement and the offset commit;
+    `after_db_commit(messages, outcome)` runs between the statement and the offset commit
+    (outcome["applied"]: the IDs the statement applied);
     `claim(conn, events)`: the statement's function (p-bare's, in consume_bare.py)."""
     pipeline: list[Pipeline] = []
     context: list = []
@@ -489,9 +510,10 @@ def run_worker(lab, claim=claim_and_credit) -> None:
     args = lab.args
 
     def after_statement(msgs, outcome) -> None:
-        if outcome["applied"]:
-            lab.first_effect(event_id_of(msgs[0]))
-            lab.committed([event_id_of(m) for m in msgs])
+        if applied := outcome["applied"]:  # the IDs the batch applied, not every message's header read again
+            applied = list(applied)
+            lab.first_effect(applied[0])
+            lab.committed(applied)
 
     run_pipelined(args.topic, args.group, batch=args.batch, connections=args.connections,
                   work=lambda events: lab.work(events.items()), stop=lab.stop, after_db_commit=after_statement,
