@@ -1,10 +1,9 @@
 """What the consumers beyond the post share, and consume.py leaves out to stay the post's listing.
 
 - `Database`: a connection that reconnects after a lost server and runs a transaction again
-  after a deadlock or a serialization failure. The batched variants (d, p, k, o, e/f) keep
-  their connection through a Postgres restart with it. consume.py does not: it stops on a
-  lost database and its supervisor starts it again (lab/worker.py, or systemd), which is as
-  safe, since no offset moves before its transaction commits (README, "Reconnect or exit").
+  after a deadlock or a serialization failure, so the batched variants (d, p, k, o, e/f) keep
+  it through a Postgres restart. consume.py stops instead, for its supervisor to start again,
+  which is as safe: no offset moves before its transaction commits (README, "Reconnect or exit").
 - `consuming`: the consumer, dead-letter producer and Database a variant's loop needs, with
   its rebalances logged (PARTITIONS_LOG) so the lab can tell a zombie from the new owner.
 - `Parser`: argparse that reports a bad flag in one line; `run_command`, a consumer's command line.
@@ -47,7 +46,6 @@ class Parser(argparse.ArgumentParser):
 
 
 def at_least(parser: argparse.ArgumentParser, args, least: int, *names: str) -> None:
-    """One line naming the first of `names` below `least`."""
     for name in names:
         if getattr(args, name) < least:
             parser.error(f"--{name.replace('_', '-')} must be at least {least}")
@@ -78,6 +76,9 @@ def role_dsn(role: str, variable: str) -> str:
 # moved no offset: running the same work again is safe, and usually succeeds.
 ROLLED_BACK = {psycopg.errors.DeadlockDetected: "deadlock",
                psycopg.errors.SerializationFailure: "serialization failure"}
+# Errors by which the server refused a value (a balance past bigint): no retry can fix them, so
+# a batch that meets one runs again an event at a time, and the refused event is dead-lettered.
+REFUSED = (psycopg.DataError, psycopg.IntegrityError)
 
 
 class Database:
@@ -153,10 +154,11 @@ def log_partitions(what: str, then=None):
     return callback
 
 
-def partition_logging() -> dict:
-    """consume.run's `rebalance_callbacks` that log every assignment, revocation and loss."""
-    return {"on_assign": log_partitions("assigned"), "on_revoke": log_partitions("revoked"),
-            "on_lost": log_partitions("lost")}
+def partition_logging(on_assign=None, on_revoke=None, on_lost=None) -> dict:
+    """consume.run's `rebalance_callbacks` that log every assignment, revocation and loss, then call
+    on_assign, on_revoke or on_lost (consumer, partitions), if given."""
+    return {"on_assign": log_partitions("assigned", on_assign), "on_revoke": log_partitions("revoked", on_revoke),
+            "on_lost": log_partitions("lost", on_lost)}
 
 
 @contextlib.contextmanager
@@ -173,9 +175,7 @@ def consuming(topic: str, group: str, dsn: str, overrides: dict, on_revoke=None,
     consumer = Consumer(consume.consumer_config(group, **overrides))
     dead_letters = make_producer()
     try:
-        consumer.subscribe([topic], on_assign=log_partitions("assigned", on_assign),
-                           on_revoke=log_partitions("revoked", on_revoke),
-                           on_lost=log_partitions("lost", on_lost))
+        consumer.subscribe([topic], **partition_logging(on_assign, on_revoke, on_lost))
         yield consumer, dead_letters, db
     finally:
         db.close()

@@ -54,14 +54,10 @@ def credit_accounts(conn: psycopg.Connection, credits: list[tuple[str, dict]]) -
 
 def handle_batch(conn: psycopg.Connection, events: list[tuple[str, dict]], apply_batch=credit_accounts,
                  consumer: str = CONSUMER_NAME) -> tuple[list[tuple[str, dict]], list[tuple[str, dict, str]]]:
-    """handle_once for many events in one transaction: (applied, rejected).
-
-    Every ID is claimed with one INSERT, in sorted order, so overlapping batches
-    in two consumers wait for each other instead of deadlocking; only the IDs
-    that came back are applied. An ID repeated inside the batch counts once.
-    Events for accounts that do not exist are returned as rejected (event_id,
-    event, reason), unclaimed, for the dead-letter topic.
-    """
+    """handle_once for many events in one transaction: (applied, rejected). Every ID is claimed
+    with one INSERT, in ID order (credit_accounts: the lock order); only the IDs that came back
+    are applied. An ID repeated inside the batch counts once. Events for accounts that do not
+    exist are returned as rejected (event_id, event, reason), unclaimed, for the dead letters."""
     with conn.transaction():
         wanted = sorted({event["account_id"] for _, event in events})
         known = {row[0] for row in conn.execute("SELECT id FROM accounts WHERE id = ANY(%b)", (wanted,))}
@@ -94,14 +90,14 @@ def process_batch(conn: psycopg.Connection, messages: list[Message], dead_letter
     events, poison = common.decoded(messages)
     try:
         applied, rejected = handle_batch(conn, [(eid, ev) for _, eid, ev in events], apply_batch)
-    except (psycopg.DataError, psycopg.IntegrityError):
+    except common.REFUSED:
         # The database refused a value (a balance past bigint): the batch rolled back whole. Each
         # event again in a transaction of its own, so the refused one is parked alone.
         applied, rejected = [], []
         for _, eid, ev in events:
             try:
                 one_applied, one_rejected = handle_batch(conn, [(eid, ev)], apply_batch)
-            except (psycopg.DataError, psycopg.IntegrityError) as e:
+            except common.REFUSED as e:
                 one_applied, one_rejected = [], [(eid, ev, f"the database refused it: {first_line(e)}")]
             applied += one_applied
             rejected += one_rejected
@@ -113,11 +109,7 @@ def process_batch(conn: psycopg.Connection, messages: list[Message], dead_letter
 def run_batched(topic: str, group: str, apply_batch=credit_accounts, *, batch: int = 500, dsn: str = DSN,
                 stop: threading.Event | None = None, after_db_commit=None, **overrides) -> None:
     """run(), a batch at a time: up to `batch` messages, one transaction, then one offset commit.
-
-    A crash replays at most the batch in hand, and the inbox skips what of it
-    had committed. `after_db_commit(messages, outcome)` runs between the database
-    commit and the offset commit.
-    """
+    `after_db_commit(messages, outcome)` runs between the database commit and the offset commit."""
     with common.consuming(topic, group, dsn, overrides) as (consumer, dead_letters, db):
         while stop is None or not stop.is_set():
             messages = common.fetched(consumer, batch)
@@ -144,9 +136,5 @@ def run_worker(lab) -> None:
                     [event_id_of(m) for m in msgs] if outcome["applied"] else ()), **lab.overrides)
 
 
-def main() -> None:
-    common.run_command(run_batched, "Consume credits through the batched inbox.", batch="messages per transaction")
-
-
 if __name__ == "__main__":
-    main()
+    common.run_command(run_batched, "Consume credits through the batched inbox.", batch="messages per transaction")
