@@ -6,11 +6,8 @@ and one key's messages run one at a time, in the order they were read; keys need
 between them. Each key with messages waiting has a queue of its own; a lane takes the next
 key that has one and is not being handled, handles its oldest message, and hands the key
 back. So a key never runs on two lanes at once, and no lane idles while some key waits:
-the lanes are as busy as the keys allow, whatever the keys hash to. (An earlier version
-gave each lane a queue and kept a key on the lane that had it in flight: with a window of
-hundreds, a key was always in flight, so keys never moved, and the lanes with more keys
-set the pace while the rest waited; the lane sweep measured that as about half of the
-lanes' worth.) A partition's committed offset is its contiguous watermark: the offset
+the lanes are as busy as the keys allow, whatever the keys hash to (docs/lanes.md: why
+not a queue per lane). A partition's committed offset is its contiguous watermark: the offset
 after the highest one below which every message has a durable outcome (applied, skipped,
 or dead-lettered and confirmed). It never moves past an unfinished message, so a crash
 replays at most the window that was in flight, and the inbox skips whatever of it had
@@ -32,11 +29,11 @@ committed.
   pause did not survive here.
 - A revoked partition: its messages not yet started are abandoned, those started finish
   (waited for up to a third of max.poll.interval.ms), the watermark is committed, and only
-  then does the partition go.
+  then does the partition go. A lost one (the group fenced us) is abandoned without a
+  commit: it is no longer ours to commit.
 - A slow handler does not stall the poll loop, so it does not get the consumer evicted
   for missing max.poll.interval.ms (M2's zombie); it holds its partition's watermark, and
-  a full window pauses the partition. A lost one (the group
-  fenced us) is abandoned without a commit: it is no longer ours to commit.
+  a full window pauses the partition.
 - Poison: process() dead-letters it, durably, before it counts as done.
 - A lane whose transaction fails for good (variants/common.Database gave up) stops the consumer;
   no watermark passes its message.
@@ -46,12 +43,13 @@ Assumptions: consume.py's; the key is what order is kept for (publish.py keys by
     python -m variants.consume_parallel --lanes 16
 """
 import collections
+import functools
 import queue
 import sys
 import threading
 import time
 
-from confluent_kafka import Consumer, KafkaException, Message, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaException, Message, TopicPartition
 
 from consume import DSN, credit_account, handle_once, process
 from variants import common
@@ -133,36 +131,27 @@ class Keys:
             self.changed.notify_all()
 
 
-class Lane(threading.Thread):
-    """One handler: takes a key's oldest message, handles it, gives the key back."""
-
-    def __init__(self, dsn: str, keys: Keys, dead_letters: Producer, apply, handle, finished: queue.Queue,
-                 after_db_commit):
-        super().__init__(daemon=True)
-        self.keys = keys
-        self.db = common.Database(dsn)
-        self.dead_letters, self.apply, self.handle = dead_letters, apply, handle
-        self.finished, self.after_db_commit = finished, after_db_commit
-
-    def run(self) -> None:
-        try:
-            while (taken := self.keys.take()) is not None:
-                key, (window, msg) = taken
-                if window.abandoned.is_set():
-                    self.finished.put(("abandoned", window, msg, None))
-                    self.keys.give_back(key)
-                    continue
-                try:
-                    outcome = self.db.run(process, msg, self.dead_letters, self.handle, self.apply)
-                except BaseException as e:  # noqa: BLE001 - the consumer stops on it, in the main thread
-                    self.finished.put(("failed", window, msg, e))
-                    return  # the key stays held: nothing more of it runs
-                if self.after_db_commit is not None:
-                    self.after_db_commit(msg, outcome)
-                self.finished.put(("done", window, msg, outcome))
-                self.keys.give_back(key)
-        finally:
-            self.db.close()
+def lane(db: common.Database, keys: Keys, finished: queue.Queue, after_db_commit, *handling) -> None:
+    """One handler's thread: takes a key's oldest message, brings it to an outcome (consume.process,
+    given `handling`: dead_letters, handle, apply), gives the key back."""
+    try:
+        while (taken := keys.take()) is not None:
+            key, (window, msg) = taken
+            if window.abandoned.is_set():
+                finished.put(("abandoned", window, msg, None))
+                keys.give_back(key)
+                continue
+            try:
+                outcome = db.run(process, msg, *handling)
+            except BaseException as e:  # noqa: BLE001 - the consumer stops on it, in the main thread
+                finished.put(("failed", window, msg, e))
+                return  # the key stays held: nothing more of it runs
+            if after_db_commit is not None:
+                after_db_commit(msg, outcome)
+            finished.put(("done", window, msg, outcome))
+            keys.give_back(key)
+    finally:
+        db.close()
 
 
 class Parallel:
@@ -197,15 +186,12 @@ class Parallel:
             window.in_flight -= 1
             if kind == "done":
                 window.done.add(msg.offset())
-            wait_s, deadline = 0.0, time.monotonic()  # after the first, take only what is already there
+            deadline = time.monotonic()  # after the first, take only what is already there
 
     def commit(self, windows=None) -> None:
         """Commit each window's watermark if it moved; a failed commit is logged, never raised."""
-        moved = []
-        for window in windows if windows is not None else list(self.windows.values()):
-            mark = window.watermark()
-            if mark is not None and mark != window.committed:
-                moved.append((window, mark))
+        marks = [(w, w.watermark()) for w in (windows if windows is not None else list(self.windows.values()))]
+        moved = [(window, mark) for window, mark in marks if mark is not None and mark != window.committed]
         if not moved or not common.commit_offsets(
                 self.consumer, [TopicPartition(w.topic, w.partition, m) for w, m in moved]):
             return
@@ -251,29 +237,26 @@ def run_parallel(topic: str, group: str, apply=credit_account, *, lanes: int = 1
     if switch_interval_s is not None:
         sys.setswitchinterval(switch_interval_s)
     finished: queue.Queue = queue.Queue()
-    state: list[Parallel] = []
+    parallel = None
     assigned: list[TopicPartition] = []  # resumed by the main loop, once the assignment is in place
 
-    def let_go(commit: bool):  # revoked: commit the watermark; lost: no longer ours to commit
-        def callback(consumer, partitions):
-            if state:
-                state[0].let_go(partitions, commit)
-        return callback
+    def let_go(commit: bool, consumer, partitions) -> None:  # revoked: commit the watermark; lost: not ours
+        if parallel is not None:
+            parallel.let_go(partitions, commit)
 
-    with common.consuming(topic, group, dsn, overrides, on_revoke=let_go(True), on_lost=let_go(False),
+    with common.consuming(topic, group, dsn, overrides, on_revoke=functools.partial(let_go, True),
+                          on_lost=functools.partial(let_go, False),
                           on_assign=lambda consumer, partitions: assigned.extend(partitions)) as (
             consumer, dead_letters, db):
         db.close()  # each lane has its own connection
         keys = Keys()
-        workers = [Lane(dsn, keys, dead_letters, apply, handle or handle_once, finished, after_db_commit)
-                   for _ in range(lanes)]
-        for lane in workers:
-            lane.start()
+        for lane_db in [common.Database(dsn) for _ in range(lanes)]:  # every connection first, then the threads
+            threading.Thread(target=lane, args=(lane_db, keys, finished, after_db_commit, dead_letters,
+                                                handle or handle_once, apply), daemon=True).start()
         # The revocation waits inside poll(): a third of max.poll.interval.ms at most, or the wait
         # itself would get this member thrown out of the group.
         max_poll_s = int(overrides.get("max.poll.interval.ms", 300000)) / 1000
         parallel = Parallel(consumer, keys, finished, window, min(REVOKE_WAIT_S, max_poll_s / 3))
-        state.append(parallel)
         last_commit = time.monotonic()
         try:
             while stop is None or not stop.is_set():
@@ -302,10 +285,6 @@ def run_worker(lab) -> None:
                  stop=lab.stop, after_db_commit=lab.after_db_commit, **lab.overrides)
 
 
-def main() -> None:
+if __name__ == "__main__":
     common.run_command(run_parallel, "Consume credits with per-key parallel handlers.",
                        lanes="handlers at once (one key: one lane)", window="messages in flight per partition at most")
-
-
-if __name__ == "__main__":
-    main()
