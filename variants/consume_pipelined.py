@@ -25,26 +25,12 @@ next batch, so Kafka, Python and Postgres overlap instead of taking turns.
   the ledger insert and the balance update touch them, as in consume_batched.py; so a p
   beside a d, or two p's, wait for each other and never deadlock.
 
-What a message costs (issue #46; each step was measured beside the p before it, as p-lean):
-- Decoding: the usual message (one `event_id` header, a well-formed credit) is read in one
-  pass over its headers and by a msgspec decoder with consume.parse_event's bounds; anything
-  else goes through consume.py's own checks, so every message gets the verdict, and a bad
-  one the reason, that consume.py gives it.
-- Python's cycle collector runs less often while p consumes (FewerCollections).
-- A batch lists the copies of an ID only when one could not be applied (Batch.copies), and
-  reads a Credit's fields as attributes when it builds the statement's arrays.
-- The statement joins the claimed rows to their credits once (`fresh`), sums each account's
-  credits once (`totals`), and answers only for what it did not apply: a batch of new credits
-  sends no rows back.
-- The batch's arrays go as text literals, built with joins, not dumped element by element.
-- A batch claims its inbox rows with a plain INSERT, not ON CONFLICT DO NOTHING, which costs
-  each row a probe of the key and a WAL record more; the rare batch with an ID claimed before
-  fails whole, changing nothing, and runs again with ON CONFLICT (claim_and_credit).
-- The statement checks that it locked every account it credits (`checked`): one deleted
-  after `known` found it fails the statement, which p then runs one event at a time.
-- The ledger has no foreign key in p's schema (LEDGER_WITHOUT_FOREIGN_KEY, its setup): the
-  statement's lock and count already guarantee each row's account, and a trigger keeps the
-  key's other promise, that no account with ledger rows is deleted or renumbered.
+What a message costs (issue #46; each step was measured beside the p before it, as p-lean)
+is cut where the comments below say: the usual message decoded in one pass, consume.py's
+checks for the rest (decode_event_id, Credit); FewerCollections; Batch.copies; `fresh`, `totals`,
+and no rows back for what was applied (CLAIM_AND_CREDIT); the batch's arrays as text
+literals (text_array, int_array); the plain INSERT (CLAIM_NEW_AND_CREDIT);
+`checked` (WRITES); the ledger without its foreign key (LEDGER_WITHOUT_FOREIGN_KEY).
 
 Assumptions: consume.py's, whose validation, dead letters and client config this shares;
 the side effect is the credit (the statement carries it, so it cannot be swapped);
@@ -71,9 +57,8 @@ from variants.consume_batched import commit_batch
 
 # What the lab runs of this file (lab/registry.py reads it without importing the module).
 VARIANTS = {
-    "p": {"label": "p: pipelined batched inbox, one statement per batch", "reads": ["batch", "connections",
-                                                                                  "crash_after"],
-          "setup": "LEDGER_WITHOUT_FOREIGN_KEY"},
+    "p": {"label": "p: pipelined batched inbox, one statement per batch",
+          "reads": ["batch", "connections", "crash_after"], "setup": "LEDGER_WITHOUT_FOREIGN_KEY"},
 }
 
 # The ledger's foreign key, replaced for p (run once by the schema's owner: the consumer's role
@@ -256,8 +241,7 @@ class Batch:
         self.ids_of, self.poison = common.decoded(messages, decode_event_id, decode_credit)
         self.events: dict[str, Credit | dict] = {}
         for _, event_id, event in self.ids_of:
-            if event_id not in self.events:
-                self.events[event_id] = event
+            self.events.setdefault(event_id, event)
         self.applied: set[str] = set()
         self.bad: dict[int, str] = {}  # id() of a copy the statement could not apply -> why
 
@@ -312,10 +296,9 @@ REPLAYING: "weakref.WeakSet[psycopg.Connection]" = weakref.WeakSet()
 
 
 def claim_and_credit(conn: psycopg.Connection, events: dict, consumer: str = CONSUMER_NAME) -> tuple[set, set]:
-    """The whole batch in one statement: (IDs applied now, IDs for unknown accounts).
-    CLAIM_NEW_AND_CREDIT first, unless this connection is replaying; if it finds an ID claimed
-    before, it has changed nothing, and CLAIM_AND_CREDIT runs the batch again, skipping it.
-    `conn` is in autocommit, as p's connections are: each statement is its own transaction.
+    """The whole batch in one statement (`conn` in autocommit: it is the transaction): (IDs
+    applied now, IDs for unknown accounts). CLAIM_NEW_AND_CREDIT, then CLAIM_AND_CREDIT if it
+    failed; CLAIM_AND_CREDIT alone while the connection is replaying.
 
     Any unique violation sends the batch to CLAIM_AND_CREDIT, whatever the index is called (a
     partitioned inbox names its partitions' keys): ON CONFLICT DO NOTHING, with no target,
@@ -333,20 +316,17 @@ def claim_and_credit(conn: psycopg.Connection, events: dict, consumer: str = CON
     return applied, unknown
 
 
-REFUSED = (psycopg.DataError, psycopg.IntegrityError)  # the server refused a value: no retry can fix it
-
-
 def claim_and_credit_each(conn: psycopg.Connection, events: dict, claim=claim_and_credit) -> tuple[set, set, dict]:
     """claim(conn, events) (p's claim_and_credit, or p-bare's), and if the server refused the batch's
     values, each event in a statement of its own: (applied, unknown accounts' IDs, {refused ID: why})."""
     try:
         return (*claim(conn, events), {})
-    except REFUSED:
+    except common.REFUSED:
         applied, rejected, refused = set(), set(), {}
         for event_id, event in events.items():
             try:
                 one_applied, one_rejected = claim(conn, {event_id: event})
-            except REFUSED as e:
+            except common.REFUSED as e:
                 refused[event_id] = f"the database refused it: {first_line(e)}"
                 continue
             applied |= one_applied
@@ -364,16 +344,11 @@ def run_statement(conn: psycopg.Connection, batch: Batch, work=None, claim=claim
     while pending:
         applied, rejected, refused = claim_and_credit_each(conn, pending, claim)
         batch.applied |= applied
-        for event_id in rejected:
-            batch.bad[id(pending[event_id])] = f"unknown account {pending[event_id]['account_id']}"
-        for event_id, reason in refused.items():
+        bad = {**{i: f"unknown account {pending[i]['account_id']}" for i in rejected}, **refused}
+        for event_id, reason in bad.items():
             batch.bad[id(pending[event_id])] = reason
-        retry = {}
-        for event_id in (*rejected, *refused):
             tried[event_id] += 1
-            if tried[event_id] < len(batch.copies[event_id]):
-                retry[event_id] = batch.copies[event_id][tried[event_id]]
-        pending = retry
+        pending = {i: batch.copies[i][tried[i]] for i in bad if tried[i] < len(batch.copies[i])}
     return batch
 
 
@@ -393,6 +368,7 @@ class Pipeline:
 
     def __init__(self, dbs: list, work=None, after_db_commit=None, claim=claim_and_credit):
         self.dbs, self.work, self.after_db_commit = dbs, work, after_db_commit
+        self.db = dbs[0]  # consuming()'s; it and self.thread are what measurements/profile_p.py watches
         self.statement = functools.partial(run_statement, claim=claim)
         self.to_db: queue.Queue = queue.Queue()
         self.done: queue.Queue = queue.Queue()
@@ -403,16 +379,9 @@ class Pipeline:
         # batches still in flight replay, and a revocation on the way out must not wait for them.
         self.failed: BaseException | None = None
         self.threads = [threading.Thread(target=self._run, args=(db,), daemon=True) for db in dbs]
+        self.thread = self.threads[0]
         for thread in self.threads:
             thread.start()
-
-    @property
-    def thread(self) -> threading.Thread:
-        return self.threads[0]
-
-    @property
-    def db(self):
-        return self.dbs[0]
 
     def _run(self, db) -> None:
         while (item := self.to_db.get()) is not None:
@@ -472,21 +441,15 @@ def run_pipelined(topic: str, group: str, *, batch: int = 500, connections: int 
     `after_db_commit(messages, outcome)` runs between the statement and the offset commit
     (outcome["applied"]: the IDs the statement applied);
     `claim(conn, events)`: the statement's function (p-bare's, in consume_bare.py)."""
-    pipeline: list[Pipeline] = []
-    context: list = []
+    flow = None
 
-    def let_go(commit: bool):
-        def callback(consumer, partitions):
-            if pipeline:
-                pipeline[0].drain(context[0], consumer, commit)
-        return callback
+    def let_go(commit: bool, consumer, partitions) -> None:  # a revoked partition commits, a lost one cannot
+        if flow is not None:
+            flow.drain(dead_letters, consumer, commit)
 
-    with FEWER_COLLECTIONS, common.consuming(topic, group, dsn, overrides, on_revoke=let_go(True),
-                                             on_lost=let_go(False)) as (consumer, dead_letters, db):
-        context.append(dead_letters)
-        pipeline.append(Pipeline([db, *(common.Database(dsn) for _ in range(connections - 1))], work,
-                                 after_db_commit, claim))
-        flow = pipeline[0]
+    with FEWER_COLLECTIONS, common.consuming(topic, group, dsn, overrides, on_revoke=functools.partial(let_go, True),
+                                             on_lost=functools.partial(let_go, False)) as (consumer, dead_letters, db):
+        flow = Pipeline([db, *(common.Database(dsn) for _ in range(connections - 1))], work, after_db_commit, claim)
         try:
             while stop is None or not stop.is_set():
                 flow.collect(dead_letters, consumer)
@@ -520,10 +483,6 @@ def run_worker(lab, claim=claim_and_credit) -> None:
                   claim=claim, **lab.overrides)
 
 
-def main() -> None:
+if __name__ == "__main__":
     common.run_command(run_pipelined, "Consume credits through the pipelined batched inbox.",
                        batch="messages per statement", connections="statements at once, one connection each")
-
-
-if __name__ == "__main__":
-    main()
