@@ -85,15 +85,13 @@ class Database:
     """A consumer's connection, which outlives a database restart and a deadlock.
 
     `run(work, *args)` calls work(conn, *args), where work is one transaction (and
-    whatever it does once that has committed). Two kinds of failure are retried:
-    - the server rolled the transaction back for a deadlock or a serialization
-      failure: nothing committed, so work runs again, at most `retries` times,
-      after a jittered backoff (so the two parties of a deadlock do not meet again);
-    - the connection broke: the transaction in hand was rolled back by the server
-      (or, if the break came during COMMIT, may have committed: the inbox row tells
-      on the retry), so no offset has moved; it reconnects with a bounded backoff
-      and calls work again with the same message. After `give_up_s` without a
-      connection it raises.
+    whatever it does once that has committed), and calls it again:
+    - after a deadlock or a serialization failure (ROLLED_BACK), at most `retries`
+      times, after a jittered backoff (so the two parties of a deadlock do not meet again);
+    - after the connection broke: the server rolled the transaction in hand back (or, if
+      the break came during COMMIT, it may have committed: the inbox row tells on the
+      retry), so no offset has moved; it reconnects with a bounded backoff, and raises
+      after `give_up_s` without a connection.
     Any other error on a live connection is raised: the consumer stops without
     committing anything it has not applied.
     """
