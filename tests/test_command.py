@@ -153,9 +153,11 @@ def test_work_ms_is_refused_for_a_command():
 
 
 @pytest.mark.usefixtures("services")
-def test_a_ctrl_c_kills_the_command_and_says_so_in_one_line(tmp_path):
+@pytest.mark.parametrize("stop_signal", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+def test_a_ctrl_c_or_a_sigterm_kills_the_command_and_says_so_in_one_line(stop_signal, tmp_path):
     """A command runs in a session of its own, out of reach of the terminal's SIGINT: the harness
-    must kill it when it stops, and a Ctrl-C is one line, not a traceback."""
+    must kill it when it stops, and a Ctrl-C is one line, not a traceback. A SIGTERM (a `kill`,
+    a CI's timeout), whose default action would end the harness with no chance to, does the same."""
     pid_file = tmp_path / "consumer.pid"
     command = f"echo $$ > {pid_file}; exec python consume.py"
     harness_proc = subprocess.Popen(
@@ -163,11 +165,11 @@ def test_a_ctrl_c_kills_the_command_and_says_so_in_one_line(tmp_path):
          "--life", "30,40", "--out", str(tmp_path / "kill.json")],
         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         # as a terminal's: a test runner's worker may ignore SIGINT, and its children would inherit that
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+        preexec_fn=lambda: [signal.signal(number, signal.SIG_DFL) for number in (signal.SIGINT, signal.SIGTERM)])
     try:
         wait_until(lambda: pid_file.exists() and pid_file.read_text().strip(), 60, "the command's pid file")
         consumer_pid = int(pid_file.read_text())
-        harness_proc.send_signal(signal.SIGINT)
+        harness_proc.send_signal(stop_signal)
         _, err = harness_proc.communicate(timeout=60)
     finally:
         harness_proc.kill()
