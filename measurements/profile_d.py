@@ -18,7 +18,7 @@ import time
 import uuid
 from pathlib import Path
 
-from lab import cli, harness, results
+from lab import harness, profiling, results
 from lab.settings import ADMIN_DSN
 from variants import consume_batched
 
@@ -58,14 +58,7 @@ def main(args) -> int:
 
 
 def parse_args(argv=None):
-    parser = cli.Parser(description="Profile the batched inbox loop (variant d).")
-    parser.add_argument("--events", type=int, default=50000)
-    parser.add_argument("--batch", type=int, default=500)
-    parser.add_argument("--top", type=int, default=20)
-    parser.add_argument("--out", help="also write the profile here, e.g. results/profile-d.txt")
-    args = parser.parse_args(argv)
-    cli.at_least(parser, args, 1, "events", "batch")
-    return args
+    return profiling.parse_args("Profile the batched inbox loop (variant d).", 50000, "profile-d.txt", argv, top=True)
 
 
 if __name__ == "__main__":

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import psycopg
 
-from lab import cli, harness, registry, results, stack
+from lab import harness, profiling, registry, results, stack
 from lab.settings import ADMIN_DSN
 from variants import consume_pipelined
 
@@ -104,13 +104,7 @@ def main(args) -> int:
 
 
 def parse_args(argv=None):
-    parser = cli.Parser(description="Where the pipelined inbox's time goes (variant p).")
-    parser.add_argument("--events", type=int, default=100000)
-    parser.add_argument("--batch", type=int, default=500)
-    parser.add_argument("--out", help="also write the profile here, e.g. results/profile-p.txt")
-    args = parser.parse_args(argv)
-    cli.at_least(parser, args, 1, "events", "batch")
-    return args
+    return profiling.parse_args("Where the pipelined inbox's time goes (variant p).", 100000, "profile-p.txt", argv)
 
 
 if __name__ == "__main__":
