@@ -78,7 +78,7 @@ def test_p_brings_every_record_of_a_batch_to_an_outcome(topic, dsn, conn, dead_l
         batch = consume_pipelined.Batch([message(topic, next(offsets), record) for record in batch])
         with psycopg.connect(dsn, autocommit=True) as consumer_conn:
             consume_pipelined.run_statement(consumer_conn, batch)
-        consume_pipelined.finish(batch, dead_letters, None, commit=False)
+        consume_pipelined.finish(batch, dead_letters)
 
     handled()
     balances_agree(conn)

@@ -5,6 +5,7 @@ import threading
 
 import psycopg
 import pytest
+from confluent_kafka import KafkaError, KafkaException
 from helpers import (
     POISONED_BATCH,
     Positioned,
@@ -273,11 +274,30 @@ class HeldDatabase:
 
 
 class RecordingConsumer:
-    def __init__(self):
-        self.commits = []
+    """Records each commit's (partition, offset) pairs; refuses the first `refusals` commits as
+    a broker does a member's whose generation has passed."""
+
+    def __init__(self, refusals=0):
+        self.commits, self.refusals = [], refusals
 
     def commit(self, offsets, asynchronous):
-        self.commits.append([(tp.partition, tp.offset) for tp in offsets])
+        assert asynchronous is False
+        if self.refusals:
+            self.refusals -= 1
+            raise KafkaException(KafkaError(KafkaError.ILLEGAL_GENERATION))
+        self.commits.append(sorted((tp.partition, tp.offset) for tp in offsets))
+
+
+def finished_flow(*batches):
+    """A one-connection pipeline whose `batches` (each a list of (partition, offset)) have finished."""
+    db = HeldDatabase()
+    db.release.set()
+    flow = consume_pipelined.Pipeline([db])
+    for places in batches:
+        flow.submit(consume_pipelined.Batch([Positioned(*place) for place in places]))
+    while flow.in_flight:
+        flow.collect(None, wait_s=1.0)
+    return flow
 
 
 def test_batches_finish_in_the_order_read_whichever_statement_returns_first():
@@ -291,9 +311,75 @@ def test_batches_finish_in_the_order_read_whichever_statement_returns_first():
     flow.submit(consume_pipelined.Batch([Positioned(0, 2), Positioned(1, 0)]))
     assert second.started.wait(30)
     second.release.set()
-    flow.collect(None, consumer, wait_s=0.5)  # the second is back, the first is not: nothing is finished
-    assert consumer.commits == [] and flow.in_flight == 2
+    flow.collect(None, wait_s=0.5)  # the second is back, the first is not: nothing is finished
+    assert consumer.commits == [] and flow.in_flight == 2 and flow.unsent == {}
     first.release.set()
     flow.drain(None, consumer, commit=True)
-    assert consumer.commits == [[(0, 2)], [(0, 3), (1, 1)]]
+    assert consumer.commits == [[(0, 3), (1, 1)]]
+    flow.close()
+
+
+def test_finished_offsets_wait_for_the_next_commit_which_carries_each_partitions_newest(monkeypatch):
+    flow, consumer = finished_flow([(0, 0), (0, 1)], [(0, 2), (1, 0)], [(1, 1)]), RecordingConsumer()
+    monkeypatch.setattr(consume_pipelined, "COMMIT_EVERY_S", 3600)  # the timer is not due
+    flow.commit_due(consumer)
+    assert consumer.commits == [] and flow.unsent == {("t", 0): 3, ("t", 1): 2}
+    monkeypatch.setattr(consume_pipelined, "COMMIT_EVERY_S", 0)  # it is
+    flow.commit_due(consumer)
+    assert consumer.commits == [[(0, 3), (1, 2)]] and flow.unsent == {}
+    flow.commit_due(consumer)  # nothing left: no empty commit
+    assert len(consumer.commits) == 1
+    flow.close()
+
+
+def test_a_revocation_commits_what_finished_without_waiting_for_the_timer(monkeypatch):
+    monkeypatch.setattr(consume_pipelined, "COMMIT_EVERY_S", 3600)
+    flow, consumer = finished_flow([(0, 0), (2, 7)]), RecordingConsumer()
+    flow.drain(None, consumer, commit=True)
+    assert consumer.commits == [[(0, 1), (2, 8)]] and flow.unsent == {}
+    flow.close()
+
+
+class SecondStatementFails(HeldDatabase):
+    def __init__(self):
+        super().__init__()
+        self.release.set()
+        self.calls = 0
+
+    def run(self, work, batch, _work):
+        self.calls += 1
+        if self.calls == 2:
+            raise RuntimeError("the database gave up")
+        return super().run(work, batch, _work)
+
+
+def test_a_revocation_commits_what_finished_before_a_later_statement_failed(monkeypatch):
+    monkeypatch.setattr(consume_pipelined, "COMMIT_EVERY_S", 3600)
+    flow, consumer = consume_pipelined.Pipeline([SecondStatementFails()]), RecordingConsumer()
+    flow.submit(consume_pipelined.Batch([Positioned(0, 0)]))
+    flow.submit(consume_pipelined.Batch([Positioned(0, 1)]))
+    with pytest.raises(RuntimeError, match="gave up"):
+        flow.drain(None, consumer, commit=True)
+    assert consumer.commits == [[(0, 1)]] and flow.unsent == {}  # the first batch's, never the failed one's
+    flow.close()
+
+
+def test_a_refused_commit_is_tried_again_while_the_partitions_are_ours_and_never_after(monkeypatch):
+    monkeypatch.setattr(consume_pipelined, "COMMIT_EVERY_S", 0)  # always due
+    flow, consumer = finished_flow([(0, 0)]), RecordingConsumer(refusals=1)
+    flow.commit_due(consumer)  # refused: kept for the next try
+    assert consumer.commits == [] and flow.unsent == {("t", 0): 1}
+    flow.commit_due(consumer)
+    assert consumer.commits == [[(0, 1)]]
+    flow.close()
+
+    flow, consumer = finished_flow([(0, 0)]), RecordingConsumer(refusals=1)
+    flow.drain(None, consumer, commit=True)  # revoked, and the commit refused: not tried later
+    assert consumer.commits == [] and flow.unsent == {}
+    flow.close()
+
+    flow, consumer = finished_flow([(0, 0)]), RecordingConsumer()
+    flow.drain(None, consumer, commit=False)  # lost: dropped, not committed
+    flow.commit_due(consumer)
+    assert consumer.commits == [] and flow.unsent == {}
     flow.close()

@@ -11,14 +11,18 @@ next batch, so Kafka, Python and Postgres overlap instead of taking turns.
   read; whatever order their statements end in, batches are finished (dead letters, then
   offsets) strictly in that order, so each partition's offsets move forward only, and
   never past a batch whose statement has not returned.
-- At most `connections` + 1 batches are read and not yet committed; with that many in
+- A finished batch's offsets are not committed at once: every COMMIT_EVERY_S one commit
+  carries each partition's newest, as much as a commit a batch said, for less of the
+  broker's CPU (a crash replays up to that much more, which the inbox skips).
+- At most `connections` + 1 batches are read and not yet finished; with that many in
   flight the main thread waits for the oldest to finish.
 - Poison: what fails validation, and events for unknown accounts (the statement claims
   no inbox row for them and reports them), are dead-lettered, durably, before their
   batch's offsets are committed.
-- Revoked partitions: the main thread waits until every batch in flight has committed
-  and committed its offsets, and only then lets the partitions go. Lost ones: the same
-  wait, without the offset commit (they are no longer ours to commit).
+- Revoked partitions: the main thread waits until every batch in flight has committed,
+  commits every finished batch's offsets, and only then lets the partitions go. Lost
+  ones: the same wait, and the offsets not yet committed are dropped, never tried again
+  (they are no longer ours to commit).
 - If the database gives up for good (variants/common.Database), the consumer stops, and no
   offset passes the batch that failed.
 - Lock order: inbox rows in ID order, then accounts in id order FOR NO KEY UPDATE before
@@ -49,11 +53,10 @@ from typing import Annotated
 
 import msgspec
 import psycopg
-from confluent_kafka import Message
+from confluent_kafka import Message, TopicPartition
 
 from consume import CONSUMER_NAME, DSN, MAX_EVENT_ID_BYTES, checked_event_id, first_line, parse_event
 from variants import common
-from variants.consume_batched import commit_batch
 
 # What the lab runs of this file (lab/registry.py reads it without importing the module).
 VARIANTS = {
@@ -352,11 +355,16 @@ def run_statement(conn: psycopg.Connection, batch: Batch, work=None, claim=claim
     return batch
 
 
-def finish(batch: Batch, dead_letters, consumer, commit: bool) -> None:
-    """After the statement: log skips, dead-letter the poison durably, then commit the offsets."""
+def finish(batch: Batch, dead_letters) -> None:
+    """After the statement: log skips and dead-letter the poison durably; then the batch's
+    offsets may be committed."""
     common.settle(batch.ids_of, batch.applied, batch.bad, batch.poison, dead_letters)
-    if commit:
-        commit_batch(consumer, batch.messages)
+
+
+# How long a finished batch's offsets may wait for the commit that carries them, with every
+# batch's finished since. One commit a batch cost the broker more CPU per message than serving
+# p's reads did (docs/throughput.md); Kafka's own auto-commit waits 5 s.
+COMMIT_EVERY_S = 0.2
 
 
 class Pipeline:
@@ -375,6 +383,8 @@ class Pipeline:
         self.in_flight = 0
         self.sent = self.finished = 0  # sequence numbers: batches read, batches finished in order
         self.early: dict[int, Batch] = {}  # committed, waiting for an earlier batch to finish
+        self.unsent: dict[tuple[str, int], int] = {}  # (topic, partition): the next offset, finished, not committed
+        self.committed_at = time.monotonic()
         # What a database thread failed with. After it nothing more is finished or committed: the
         # batches still in flight replay, and a revocation on the way out must not wait for them.
         self.failed: BaseException | None = None
@@ -400,9 +410,9 @@ class Pipeline:
         self.to_db.put((self.sent, batch))
         self.sent += 1
 
-    def collect(self, dead_letters, consumer, wait_s: float = 0.0, commit: bool = True) -> None:
-        """Finish, in the order they were read, the batches whose statements have returned;
-        raise what a database thread failed with."""
+    def collect(self, dead_letters, wait_s: float = 0.0) -> None:
+        """Finish, in the order they were read, the batches whose statements have returned, and
+        keep their offsets for the next commit; raise what a database thread failed with."""
         deadline = time.monotonic() + wait_s
         while self.in_flight and self.failed is None:
             try:
@@ -415,14 +425,36 @@ class Pipeline:
             self.early[seq] = item
             while self.finished in self.early:  # never an offset past a batch still in a statement
                 self.in_flight -= 1
-                finish(self.early.pop(self.finished), dead_letters, consumer, commit)
+                batch = self.early.pop(self.finished)
+                finish(batch, dead_letters)
+                for tp in common.next_offsets(batch.messages):
+                    self.unsent[tp.topic, tp.partition] = tp.offset
                 self.finished += 1
             deadline = time.monotonic()  # after the first, take only what is already there
 
+    def commit(self, consumer) -> bool:
+        """Commit every finished batch's offsets in one request; a refusal keeps them for the next try."""
+        self.committed_at = time.monotonic()
+        if common.commit_offsets(consumer, [TopicPartition(t, p, o) for (t, p), o in self.unsent.items()]):
+            self.unsent.clear()
+            return True
+        return False
+
+    def commit_due(self, consumer) -> None:
+        if self.unsent and time.monotonic() - self.committed_at >= COMMIT_EVERY_S:
+            self.commit(consumer)
+
     def drain(self, dead_letters, consumer, commit: bool) -> None:
-        """Wait until nothing is in flight (a rebalance, the end), or a database thread has failed."""
-        while self.in_flight and self.failed is None:
-            self.collect(dead_letters, consumer, wait_s=1.0, commit=commit)
+        """Wait until nothing is in flight (a rebalance, the end), or a database thread has failed;
+        then commit what finished (`commit`), or drop it: the partitions are going, and an
+        offset not committed now is for their next owner to replay, never for this one to try later."""
+        try:
+            while self.in_flight and self.failed is None:
+                self.collect(dead_letters, wait_s=1.0)
+        finally:  # what finished is durable, whatever a later batch failed with
+            if commit and self.unsent:
+                self.commit(consumer)
+            self.unsent.clear()
 
     def close(self) -> None:
         self.failed = self.failed or RuntimeError("the pipeline is closed")  # nothing more to wait for
@@ -452,12 +484,13 @@ def run_pipelined(topic: str, group: str, *, batch: int = 500, connections: int 
         flow = Pipeline([db, *(common.Database(dsn) for _ in range(connections - 1))], work, after_db_commit, claim)
         try:
             while stop is None or not stop.is_set():
-                flow.collect(dead_letters, consumer)
+                flow.collect(dead_letters)
+                flow.commit_due(consumer)
                 if flow.in_flight >= connections + 1:
                     # No poll() here to serve callbacks: it could hand over a message, and one read
                     # past and not handled is one a later commit would skip. librdkafka heartbeats
                     # on its own thread; the statement in flight is the longest this waits.
-                    flow.collect(dead_letters, consumer, wait_s=0.05)
+                    flow.collect(dead_letters, wait_s=0.05)
                     continue
                 if messages := common.fetched(consumer, batch):
                     flow.submit(Batch(messages))
