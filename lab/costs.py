@@ -106,8 +106,8 @@ AGAINST_BARS = (("p's CPU per message, today's over the old p's", ("against", "p
                 ("p@2/db@2, msgs/s", ("ratios", "p@2/db@2"), "at least", 0.9))
 
 
-def against_lines(doc: dict) -> str:
-    """#46: today's code over another commit's, paired by run in one invocation, and the issue's bars."""
+def against_lines(doc: dict, bars=AGAINST_BARS) -> str:
+    """Today's code over another commit's, paired by run in one invocation, and `bars` (#46's)."""
     cases, old = doc["summary"]["against"], doc["config"]["against"]["commit"][:7]
     ratio = lambda stat: spread(stat, 3) if stat else "–"  # noqa: E731
     table = markdown_table(["Today's", "Runs", "msgs/s, today ÷ old", "CPU µs/msg, all, today ÷ old",
@@ -117,14 +117,14 @@ def against_lines(doc: dict) -> str:
                              ratio(e["cpu_us_per_msg"].get("consumer_python")),
                              ratio(e["cpu_us_per_msg"].get("postgres_backends")), ratio(e["wal_bytes_per_msg"])]
                             for name, e in cases.items()])
-    bars = []
-    for what, path, how, bar in AGAINST_BARS:
+    said = []
+    for what, path, how, bar in bars:
         stat = functools.reduce(lambda node, key: (node or {}).get(key), path, doc["summary"])
         if stat:
             met = stat["median"] <= bar if how == "at most" else stat["median"] >= bar
-            bars.append(say("against.bar", what=what, stat=ratio(stat), how=how, bar=bar,
+            said.append(say("against.bar", what=what, stat=ratio(stat), how=how, bar=bar,
                             verdict="met" if met else "not met"))
-    return (say("against.intro", old=old) + "\n\n" + table + "\n\n" + "\n".join(bars) + "\n\n"
+    return (say("against.intro", old=old) + "\n\n" + table + "\n\n" + "".join(s + "\n" for s in said) + "\n"
             + throughput_tables(doc))
 
 
@@ -158,6 +158,10 @@ SECTIONS = {table.name: table for table in [
           extra=lambda doc: {"old": doc["config"]["against"]["commit"][:12], **batch_of(doc)},
           command="python measure_throughput.py --against 1b663da --variants p,p@2,d,db,db@2 --runs 5 --events "
           "100000 --out results/throughput-against.json"),
+    Table("commits", "throughput-commits.json", cpu=True, body=functools.partial(against_lines, bars=()),
+          extra=lambda doc: {"old": doc["config"]["against"]["commit"][:12], **batch_of(doc)},
+          command="python measure_throughput.py --against 9ff66d5 --variants p,p@2,d --runs 5 --events 100000 "
+          "--out results/throughput-commits.json"),
     Table("bare", "throughput-bare.json", cpu=True, body=bare_lines, extra=batch_of,
           command="python measure_throughput.py --variants p,p-bare --runs 5 --events 100000 "
           "--out results/throughput-bare.json"),

@@ -286,6 +286,16 @@ FIGURES = {
     "lean.p2": lambda: f"p-lean@2 {med(LEAN, 'p-lean@2'):,.0f} msgs/s at {cpu(LEAN, 'p-lean@2'):.1f} µs on "
                        f"{cores(LEAN, 'p-lean@2')} cores, p@2 {med(LEAN, 'p@2'):,.0f} at {cpu(LEAN, 'p@2'):.1f} µs on "
                        f"{cores(LEAN, 'p@2')}",
+    "commits.broker": lambda: "; ".join(
+        f"{v} {tables.spread(summary('throughput-commits.json', 'against', v, 'cpu_us_per_msg', 'broker'), 3)}"
+        for v in ("p", "p@2")),
+    "commits.all": lambda: "; ".join(
+        f"{v} {tables.spread(summary('throughput-commits.json', 'against', v, 'cpu_us_per_msg', 'total'), 3)}, "
+        f"msgs/s {tables.spread(summary('throughput-commits.json', 'against', v, 'msgs_per_s'), 3)}"
+        for v in ("p", "p@2", "d")),
+    "against.p2-db2": lambda: "{} today, {} for the old code's own pair".format(
+        *(tables.spread(summary("throughput-against.json", "ratios", r), 3)
+          for r in ("p@2/db@2", "p@2~1b663da/db@2~1b663da"))),
     "pipelined.p.cpu": lambda: f"{cpu(PIPELINED, 'p'):.1f}",
     "pipelined.p.rate": lambda: f"{med(PIPELINED, 'p'):,.0f}",
     "frameworks.p.cpu": lambda: f"{cpu('throughput-frameworks.json', 'p'):.1f}",
