@@ -131,6 +131,8 @@ measure: up
 	$(PY) -m measurements.measure_async_commit $(FORCE) --runs 5
 	$(PY) measure_throughput.py $(FORCE) --against 1b663da --variants p,p@2,d,db,db@2 --runs 5 --events 100000 \
 	  --out results/throughput-against.json
+	$(PY) measure_throughput.py $(FORCE) --against 9ff66d5 --variants p,p@2,d --runs 5 --events 100000 \
+	  --out results/throughput-commits.json
 	$(PY) measure_throughput.py $(FORCE) --variants p,p-bare --runs 5 --events 100000 --out results/throughput-bare.json
 	$(PY) measure_throughput.py $(FORCE) --variants d,p,p@2 --accounts 100,10000 --runs 5 --events 100000 \
 	  --out results/throughput-accounts.json
