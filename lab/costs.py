@@ -21,6 +21,11 @@ def batch_of(doc: dict) -> dict:
     return {"batch": doc["config"].get("batch", 500)}
 
 
+def against_of(doc: dict) -> dict:
+    """An --against file's footer fields: the old commit, and the batch size."""
+    return {"old": doc["config"]["against"]["commit"][:12], **batch_of(doc)}
+
+
 def throughput_tables(doc: dict) -> str:
     """A measure_throughput invocation: msgs/s per variant, then its paired ratios."""
     return rates_table(doc) + "\n\n" + markdown_table(["Ratio", "Median of per-run ratios (min–max)"], [
@@ -155,11 +160,11 @@ SECTIONS = {table.name: table for table in [
           command="python measure_throughput.py --variants p,p-lean-py,p-lean-sql,p-lean,p@2,p-lean@2 --runs 5 "
           "--events 200000 --out results/throughput-lean.json"),
     Table("against", "throughput-against.json", cpu=True, body=against_lines,
-          extra=lambda doc: {"old": doc["config"]["against"]["commit"][:12], **batch_of(doc)},
+          extra=against_of,
           command="python measure_throughput.py --against 1b663da --variants p,p@2,d,db,db@2 --runs 5 --events "
           "100000 --out results/throughput-against.json"),
     Table("commits", "throughput-commits.json", cpu=True, body=functools.partial(against_lines, bars=()),
-          extra=lambda doc: {"old": doc["config"]["against"]["commit"][:12], **batch_of(doc)},
+          extra=against_of,
           command="python measure_throughput.py --against 9ff66d5 --variants p,p@2,d --runs 5 --events 100000 "
           "--out results/throughput-commits.json"),
     Table("bare", "throughput-bare.json", cpu=True, body=bare_lines, extra=batch_of,

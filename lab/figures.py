@@ -286,10 +286,10 @@ FIGURES = {
     "lean.p2": lambda: f"p-lean@2 {med(LEAN, 'p-lean@2'):,.0f} msgs/s at {cpu(LEAN, 'p-lean@2'):.1f} µs on "
                        f"{cores(LEAN, 'p-lean@2')} cores, p@2 {med(LEAN, 'p@2'):,.0f} at {cpu(LEAN, 'p@2'):.1f} µs on "
                        f"{cores(LEAN, 'p@2')}",
-    "throughput.c-b": lambda: "c/b {:.3f}; c {:,.1f} µs a message in its Python and {:,.1f} in Postgres's backends, " \
-                              "b {:,.1f} and {:,.1f}".format(ratio("throughput.json", "c/b"), *(
-                                  cpu("throughput.json", v, k) for v in "cb"
-                                  for k in ("consumer_python", "postgres_backends"))),
+    "throughput.c-b": lambda: ("c/b {:.3f}; c {:,.1f} µs a message in its Python and {:,.1f} in Postgres's backends, "
+                               "b {:,.1f} and {:,.1f}").format(ratio("throughput.json", "c/b"), *(
+                                   cpu("throughput.json", v, k) for v in "cb"
+                                   for k in ("consumer_python", "postgres_backends"))),
     "commits.broker": lambda: "; ".join(
         f"{v} {tables.spread(summary('throughput-commits.json', 'against', v, 'cpu_us_per_msg', 'broker'), 3)}"
         for v in ("p", "p@2")),
