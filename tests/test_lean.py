@@ -93,37 +93,6 @@ def test_the_one_pass_header_read_agrees_with_consume_py(headers):
     assert verdict(decode_event_id, msg) == verdict(consume.checked_event_id, msg)
 
 
-def read_as_p_does(msg):
-    """A message through p's batch decoder, which writes the usual case out in its loop."""
-    valid, poison = consume_pipelined.decoded([msg])
-    if poison:
-        return ("poison", poison[0][1])
-    _, event_id, event = valid[0]
-    return event_id, event["account_id"], event["amount"]
-
-
-def read_as_consume_py_does(msg):
-    try:
-        event_id, event = consume.checked_event_id(msg), consume.parse_event(msg.value())
-    except consume.PoisonMessage as e:
-        return ("poison", e.reason)
-    return event_id, event["account_id"], event["amount"]
-
-
-CREDIT_VALUES = st.one_of(st.sampled_from([None, b"", b'{"account_id": 17, "amount": 250, "seq": 3}',
-                                           b'{"account_id": 17, "amount": 250, "x": "\xff"}', b'{"amount": 1}']),
-                          st.builds(lambda document: json.dumps(document).encode(), JSON_VALUES))
-
-
-@hypothesis.settings(max_examples=300, derandomize=True, deadline=None)
-@hypothesis.given(st.lists(st.tuples(st.just("event_id"), HEADER_VALUES), min_size=1, max_size=1)
-                  | st.none() | st.lists(st.tuples(st.sampled_from(["event_id", "other"]), HEADER_VALUES), max_size=2),
-                  st.just(b'{"account_id": 17, "amount": 250}') | CREDIT_VALUES)
-def test_the_batch_decoder_agrees_with_consume_py_on_headers_and_values_together(headers, value):
-    msg = Message(topic="t", partition=0, offset=0, key=b"1", value=value, headers=headers)
-    assert read_as_p_does(msg) == read_as_consume_py_does(msg)
-
-
 def test_the_lab_s_stall_picks_the_same_events_from_a_credit_as_from_consume_py_s_dict():
     """worker.Stall reads event.get("seq", 0): a Credit must answer as parse_event's dict does."""
     for value in (b'{"account_id": 1, "amount": 5, "seq": 40}', b'{"account_id": 1, "amount": 5}',

@@ -12,13 +12,10 @@ next batch, so Kafka, Python and Postgres overlap instead of taking turns.
   offsets) strictly in that order, so each partition's offsets move forward only, and
   never past a batch whose statement has not returned.
 - A finished batch's offsets are not committed at once: every COMMIT_EVERY_S one commit
-  carries each partition's newest, where one commit a batch cost the broker more CPU
-  (a crash replays up to that much more, which the inbox skips).
-- At most 2 x `connections` batches are read and not yet finished: one in each statement
-  and one ready for each connection. A statement that ends before an older one holds its
-  place until that one ends (batches finish in order), and with one batch ready fewer the
-  connection that ended first sat idle meanwhile. With that many in flight the main thread
-  waits for the oldest to finish.
+  carries each partition's newest, as much as a commit a batch said, for less of the
+  broker's CPU (a crash replays up to that much more, which the inbox skips).
+- At most `connections` + 1 batches are read and not yet finished; with that many in
+  flight the main thread waits for the oldest to finish.
 - Poison: what fails validation, and events for unknown accounts (the statement claims
   no inbox row for them and reports them), are dead-lettered, durably, before their
   batch's offsets are committed.
@@ -58,7 +55,7 @@ import msgspec
 import psycopg
 from confluent_kafka import Message, TopicPartition
 
-from consume import CONSUMER_NAME, DSN, MAX_EVENT_ID_BYTES, PoisonMessage, checked_event_id, first_line, parse_event
+from consume import CONSUMER_NAME, DSN, MAX_EVENT_ID_BYTES, checked_event_id, first_line, parse_event
 from variants import common
 
 # What the lab runs of this file (lab/registry.py reads it without importing the module).
@@ -163,11 +160,10 @@ WHERE account_id IN (SELECT id FROM known) AND event_id NOT IN (SELECT message_i
 CLAIM_NEW_AND_CREDIT = INPUT_AND_KNOWN + CLAIMED.format(skip_claimed="") + WRITES
 
 
-class Credit(msgspec.Struct, frozen=True, forbid_unknown_fields=True, gc=False):
+class Credit(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """A credit as consume.parse_event accepts it, read as p reads its dict (event["amount"]).
     Any other field sends the message down consume.py's path: msgspec takes some values json
-    does not (invalid UTF-8 in a string, an integer of thousands of digits), and json judges.
-    It holds ints only, so the cycle collector need not track it (gc=False)."""
+    does not (invalid UTF-8 in a string, an integer of thousands of digits), and json judges."""
     account_id: Annotated[int, msgspec.Meta(ge=1, le=2**31 - 1)]
     amount: Annotated[int, msgspec.Meta(ge=1, le=2**53)]
     # Not the credit's: the lab's publishers number their events, and its stall picks every
@@ -204,29 +200,6 @@ def decode_credit(value: bytes | None):
         return CREDIT.decode(value)
     except Exception:  # noqa: BLE001 - refused, no value at all, or nested past its recursion limit
         return parse_event(value)
-
-
-def decoded(messages: list[Message]) -> tuple[list, list]:
-    """common.decoded with decode_event_id and decode_credit, their usual case written out in the
-    loop (two calls a message cost more than the checks): one event_id header, not too long,
-    without NUL, UTF-8, and a value msgspec takes as a Credit. Anything else gets both functions,
-    and so consume.py's verdicts."""
-    valid, poison, decode = [], [], CREDIT.decode
-    for msg in messages:
-        headers = msg.headers()
-        if headers is not None and len(headers) == 1:
-            key, raw = headers[0]
-            if key == "event_id" and raw and len(raw) <= MAX_EVENT_ID_BYTES and b"\x00" not in raw:
-                try:
-                    valid.append((msg, raw.decode(), decode(msg.value())))
-                    continue
-                except Exception:  # noqa: BLE001 - not UTF-8, or not a Credit: the full checks say why
-                    pass
-        try:
-            valid.append((msg, decode_event_id(msg), decode_credit(msg.value())))
-        except PoisonMessage as e:
-            poison.append((msg, e.reason))
-    return valid, poison
 
 
 class FewerCollections:
@@ -268,7 +241,7 @@ class Batch:
     def __init__(self, messages: list[Message]):
         self.messages = messages
         # each valid message, its ID and event, in order; (message, reason) for the poison
-        self.ids_of, self.poison = decoded(messages)
+        self.ids_of, self.poison = common.decoded(messages, decode_event_id, decode_credit)
         self.events: dict[str, Credit | dict] = {}
         for _, event_id, event in self.ids_of:
             self.events.setdefault(event_id, event)
@@ -454,11 +427,8 @@ class Pipeline:
                 self.in_flight -= 1
                 batch = self.early.pop(self.finished)
                 finish(batch, dead_letters)
-                # Each partition's last message, cheaper than common.next_offsets' max: librdkafka
-                # hands a partition's messages over in offset order (and were one out of order, the
-                # last would commit less than the max, a replay the inbox skips, never a loss).
-                for (topic, partition), msg in {(m.topic(), m.partition()): m for m in batch.messages}.items():
-                    self.unsent[topic, partition] = msg.offset() + 1
+                for tp in common.next_offsets(batch.messages):
+                    self.unsent[tp.topic, tp.partition] = tp.offset
                 self.finished += 1
             deadline = time.monotonic()  # after the first, take only what is already there
 
@@ -516,7 +486,7 @@ def run_pipelined(topic: str, group: str, *, batch: int = 500, connections: int 
             while stop is None or not stop.is_set():
                 flow.collect(dead_letters)
                 flow.commit_due(consumer)
-                if flow.in_flight >= 2 * connections:
+                if flow.in_flight >= connections + 1:
                     # No poll() here to serve callbacks: it could hand over a message, and one read
                     # past and not handled is one a later commit would skip. librdkafka heartbeats
                     # on its own thread; the statement in flight is the longest this waits.
