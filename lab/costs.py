@@ -167,6 +167,10 @@ SECTIONS = {table.name: table for table in [
           extra=against_of,
           command="python measure_throughput.py --against 9ff66d5 --variants p,p@2,d --runs 5 --events 100000 "
           "--out results/throughput-commits.json"),
+    Table("ahead", "throughput-ahead.json", cpu=True, body=functools.partial(against_lines, bars=()),
+          extra=against_of,
+          command="python measure_throughput.py --against 6686431 --variants p,p@2,d,db@2 --runs 5 --events 100000 "
+          "--out results/throughput-ahead.json"),
     Table("bare", "throughput-bare.json", cpu=True, body=bare_lines, extra=batch_of,
           command="python measure_throughput.py --variants p,p-bare --runs 5 --events 100000 "
           "--out results/throughput-bare.json"),

@@ -58,6 +58,18 @@ def med(name: str, variant: str, field: str = "msgs_per_s") -> float:
     return summary(name, "variants", variant, field)["median"]
 
 
+def against_all(name: str, variants) -> str:
+    """An --against file's CPU per message and msgs/s, today's over the old code's, per variant."""
+    return "; ".join(f"{v} {tables.spread(summary(name, 'against', v, 'cpu_us_per_msg', 'total'), 3)}, "
+                     f"msgs/s {tables.spread(summary(name, 'against', v, 'msgs_per_s'), 3)}" for v in variants)
+
+
+def p2_over_db2(name: str, old: str) -> str:
+    """p@2/db@2 in an --against file, today's pair and the old code's."""
+    return "{} today, {} for the old code's own pair".format(
+        *(tables.spread(summary(name, "ratios", r), 3) for r in ("p@2/db@2", f"p@2~{old}/db@2~{old}")))
+
+
 def ratio(name: str, pair: str) -> float:
     return summary(name, "ratios", pair)["median"]
 
@@ -293,13 +305,10 @@ FIGURES = {
     "commits.broker": lambda: "; ".join(
         f"{v} {tables.spread(summary('throughput-commits.json', 'against', v, 'cpu_us_per_msg', 'broker'), 3)}"
         for v in ("p", "p@2")),
-    "commits.all": lambda: "; ".join(
-        f"{v} {tables.spread(summary('throughput-commits.json', 'against', v, 'cpu_us_per_msg', 'total'), 3)}, "
-        f"msgs/s {tables.spread(summary('throughput-commits.json', 'against', v, 'msgs_per_s'), 3)}"
-        for v in ("p", "p@2", "d")),
-    "against.p2-db2": lambda: "{} today, {} for the old code's own pair".format(
-        *(tables.spread(summary("throughput-against.json", "ratios", r), 3)
-          for r in ("p@2/db@2", "p@2~1b663da/db@2~1b663da"))),
+    "commits.all": lambda: against_all("throughput-commits.json", ("p", "p@2", "d")),
+    "ahead.all": lambda: against_all("throughput-ahead.json", ("p", "p@2", "d", "db@2")),
+    "ahead.p2-db2": lambda: p2_over_db2("throughput-ahead.json", "6686431"),
+    "against.p2-db2": lambda: p2_over_db2("throughput-against.json", "1b663da"),
     "pipelined.p.cpu": lambda: f"{cpu(PIPELINED, 'p'):.1f}",
     "pipelined.p.rate": lambda: f"{med(PIPELINED, 'p'):,.0f}",
     "frameworks.p.cpu": lambda: f"{cpu('throughput-frameworks.json', 'p'):.1f}",
