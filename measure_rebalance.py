@@ -27,6 +27,7 @@ to the values the classic runs pass to the client.
 
     python measure_rebalance.py --variant b --runs 5
     python measure_rebalance.py --variant c --runs 5 --group-protocol consumer
+    python measure_rebalance.py --variant b,c --runs 1   # several, side by side, in one file
     python measure_rebalance.py --command "python consume.py" --runs 1   # any consumer: docs/your-consumer.md
 
 A command (--command) prints none of the lab's lines, so its stall is made on the database
@@ -167,8 +168,8 @@ def parse_args(argv=None):
     parser = cli.measurement("M2: evict a stalled consumer and count what the zombie writes.", None, events=5000,
                              work_ms=10)
     which = parser.add_mutually_exclusive_group(required=True)
-    which.add_argument("--variant", choices=(*VARIANTS, "frameworks"),
-                       help="one variant, or frameworks: M9's, side by side")
+    which.add_argument("--variant", type=cli.names_of((*VARIANTS, "frameworks")),
+                       help="one variant, or several (b,c), side by side; frameworks: M9's")
     command.command_flags(parser, which)
     cli.unoffered(parser, "--effects", "--schema")  # M2 counts the ledger: refused below
     parser.add_argument("--consumers", type=int, default=3)
@@ -187,8 +188,10 @@ def parse_args(argv=None):
     if args.effects or args.schema:  # with --command or without, M2 has no use for them
         parser.error("M2 counts the ledger: --effects and --schema go with measure_kill.py")
     command.declare_command(parser, args)
-    args.variant = args.variant[0] if isinstance(args.variant, list) else args.variant
-    args.variants = registry.names(group="frameworks") if args.variant == "frameworks" else (args.variant,)
+    args.variants = [v for name in args.variant
+                     for v in (registry.names(group="frameworks") if name == "frameworks" else (name,))]
+    if twice := sorted({v for v in args.variants if args.variants.count(v) > 1}):
+        parser.error(f"--variant {','.join(args.variant)} names {', '.join(twice)} twice")
     args.reads = registry.only_some_read(parser, args, args.variants, VARIANTS, batch=500, lanes=16)
     cli.at_least(parser, args, 1, "runs", "events", "consumers", "partitions", "slow_every", "batch", "lanes")
     cli.at_least(parser, args, 0, "work_ms")
@@ -201,7 +204,7 @@ def parse_args(argv=None):
         parser.error(f"--group-protocol consumer takes --session-timeout-ms from {least} to {most}: the broker "
                      "wants a third of it, the group's heartbeat, from group.consumer.min.heartbeat.interval.ms "
                      "(500) to group.consumer.max.heartbeat.interval.ms (15000)")
-    args.committed = results.reader_paths(args, f"rebalance-{args.variant}-{args.group_protocol}.json")
+    args.committed = results.reader_paths(args, f"rebalance-{'-'.join(args.variant)}-{args.group_protocol}.json")
     return args
 
 

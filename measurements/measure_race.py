@@ -109,12 +109,15 @@ verdict_line = cli.verdict("{variant} run {run}: {duplicates} duplicates, {lost}
 def parse_args(argv=None):
     parser = cli.measurement("The race: consumers racing on copies of the same events; count effects.", "race.json",
                              events=3000, work_ms=0)
-    parser.add_argument("--variant", required=True, choices=(*VARIANTS, "all"))
+    parser.add_argument("--variant", required=True, type=cli.names_of((*VARIANTS, "all")),
+                        help="one variant, or several (c,p), side by side; all: every one")
     parser.add_argument("--consumers", type=int, default=3)
     parser.add_argument("--copies", type=int, default=3, help="times each event is published, on distinct partitions")
     parser.add_argument("--accounts", type=int, default=20)
     parser.add_argument("--batch", type=int, default=100, help="d and p: messages per transaction")
     args = parser.parse_args(argv)
+    if "all" in args.variant and len(args.variant) > 1:
+        parser.error(f"--variant {','.join(args.variant)}: all is every variant already; name it alone")
     cli.at_least(parser, args, 1, "consumers", "copies", "accounts", "runs", "events", "partitions", "batch")
     if args.copies > args.partitions:
         parser.error(f"--copies {args.copies} needs at least as many --partitions (got {args.partitions})")
@@ -125,7 +128,7 @@ def parse_args(argv=None):
 def main(args) -> int:
     config = results.config_of(args, "variant", "out", "force", session_timeout_ms=6000, heartbeat_interval_ms=2000,
                                lease_s=2.0, policy="keys")
-    variants = list(VARIANTS) if args.variant == "all" else [args.variant]
+    variants = list(VARIANTS) if "all" in args.variant else args.variant
     results.drive("measure_race", args.out, config, [{"variant": v} for v in variants], run_once, summarise, table,
                   verdict_line, args.force)
     return 0

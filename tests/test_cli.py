@@ -29,7 +29,10 @@ BAD = [
     ("lab.stack", ["sideways"], "invalid choice"),
     ("measurements.tour", ["--republish", "5000"], "--republish"),
     ("measure_rebalance.py", ["--variant", "c", "--slow-seconds", "5"], "--slow-seconds must outlast"),
-    ("measure_rebalance.py", ["--variant", "a1"], "invalid choice"),
+    ("measure_rebalance.py", ["--variant", "a1"], "unknown variant(s) 'a1'"),
+    ("measure_rebalance.py", ["--variant", "frameworks,fs-default"], "names fs-default twice"),
+    ("measurements.measure_race", ["--variant", "c,zz"], "unknown variant(s) 'zz'"),
+    ("measurements.measure_race", ["--variant", "all,c"], "all is every variant already"),
     ("measure_storage.py", ["--rows", "10"], "--rows must be at least 10000"),
     ("lab.retention", ["--window", "14x"], "invalid window value"),
     ("measurements.measure_retention_load", ["--mode", "truncate"], "unknown mode(s) 'truncate'"),
@@ -75,8 +78,8 @@ def test_bad_flags_get_one_line(script, argv, says):
 
 def one_line(script: str, *argv: str) -> str:
     """Runs a measurement with bad flags: the one line on stderr it must answer with, exit status 2."""
-    result = subprocess.run([sys.executable, str(ROOT / script), *argv], capture_output=True, text=True, timeout=60,
-                            cwd=ROOT)
+    command = [str(ROOT / script)] if script.endswith(".py") else ["-m", script]
+    result = subprocess.run([sys.executable, *command, *argv], capture_output=True, text=True, timeout=60, cwd=ROOT)
     assert result.returncode == 2, result.stderr
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and "Traceback" not in result.stderr, result.stderr
@@ -117,10 +120,26 @@ def test_a_default_out_chosen_after_parsing_is_checked_too(tmp_path):
 
 @pytest.mark.parametrize("script, argv", [
     ("measure_kill.py", ["--variant", "c,b,c"]),
+    ("measure_rebalance.py", ["--variant", "c,b,c"]),
+    ("measurements.measure_race", ["--variant", "c,b,c"]),
     ("measure_throughput.py", ["--variants", "c, c"]),
 ])
 def test_a_name_given_twice_is_refused(script, argv):
     assert "c is named twice" in one_line(script, *argv)
+
+
+@pytest.mark.parametrize("script, argv, variants, out", [
+    ("measure_kill.py", ["--variant", "b,c"], ["b", "c"], "kill-b-c.json"),
+    ("measure_rebalance.py", ["--variant", "b,c"], ["b", "c"], "rebalance-b-c-classic.json"),
+    ("measure_rebalance.py", ["--variant", "c", "--group-protocol", "consumer"], ["c"], "rebalance-c-consumer.json"),
+])
+def test_several_variants_run_side_by_side_in_one_reader_file(script, argv, variants, out):
+    """As in measure_kill.py, a list of variants is one measurement, written to a file of the reader's own."""
+    import importlib
+
+    args = importlib.import_module(script.removesuffix(".py")).parse_args(argv)
+    assert list(args.variants) == variants
+    assert Path(args.out).name == out and Path(args.out).parent.name == "local"
 
 
 @pytest.mark.parametrize("argv, says", [
