@@ -26,11 +26,17 @@ that); each run has its own schema, topic and group.
     python measure_kill.py --variant b,c --planted-crash 40 --runs 1 --kills 5 --events 2000 --explain  # make demo
     python measure_kill.py --command "python consume.py" --runs 1 --kills 5   # any consumer: docs/your-consumer.md
     python measure_kill.py --variant c --fault pg-restart,broker-restart --runs 1   # kills mixed with faults
+    python measure_kill.py --variant b,c --consumers 3 --runs 1   # three in the group, one killed at a time
+
+`--consumers N` kills in a group: N workers share the group from the start, and each life
+ends with a SIGKILL of one of them, chosen on the run's seed, whose place a fresh worker
+takes; the others are handed its partitions and back while they work (kill_in_a_group).
 
 `--fault NAME[,NAME]` mixes faults into the kills: halfway through each life, one of them,
 drawn on the run's seed (lab/faults/schedule.composed), is landed on the working consumer; any
 fault of lab/faults/ that needs only the single-node stack and acts by itself (mixable_faults).
 """
+import random
 import sys
 import time
 
@@ -75,6 +81,51 @@ def planted_crash(variant: str, space, args: tuple, config: dict, log_path) -> d
     return {"event": event_id, "exit_code": crashing.proc.returncode}
 
 
+def group_working(pool: list, group: str, topic: str, timeout_s: float = 120.0) -> bool:
+    """True once any worker of the group applied something; False if the group has nothing
+    left to consume. A group whose workers all exited first gets the one worker's verdict."""
+    end = time.monotonic() + timeout_s
+    while time.monotonic() < end:
+        if any(worker.first_effect.wait(0.5 / len(pool)) for worker in pool):
+            return True
+        if harness.lag(group, topic) == 0:
+            return False
+        if all(worker.proc.poll() is not None for worker in pool):
+            return pool[0].working(group, topic) == "effect"  # raises, naming why it exited
+    raise RuntimeError(f"none of the {len(pool)} workers applied anything within {timeout_s:g}s:\n"
+                       f"{pool[0].log_tail()}")
+
+
+def kill_in_a_group(schedule: list[float], consumers: int, seed: int, start, done, after_kill, group: str,
+                    topic: str) -> tuple[list[dict], dict]:
+    """--consumers N: N workers in the group from the start. The lives count from the group's
+    first side effect, then from each kill; each ends with a SIGKILL of one worker, drawn on
+    its own stream of the seed (so the lives are the one-consumer schedule's), and a fresh
+    worker start(slot) takes its place. Stops early once done(entry) says nothing is left to
+    apply. The workers still alive then leave the group cleanly (SIGTERM) before the recovery
+    phase; returns the kill log and their counts."""
+    victims = random.Random(f"{seed}-victims")
+    pool = [start(slot) for slot in range(1, consumers + 1)]
+    log, survivors = [], {}
+    try:
+        if group_working(pool, group, topic):
+            for k, life in enumerate(schedule, 1):
+                time.sleep(life)
+                slot = victims.randrange(consumers)
+                exit_code = pool[slot].proc.poll()
+                pool[slot].kill()
+                log.append({**after_kill(k, life, pool[slot], exit_code), "consumer": slot + 1})
+                if done(log[-1]):
+                    break
+                pool[slot] = start(slot + 1)
+    finally:
+        for worker in pool:
+            worker.stop()
+            for kind, n in worker.counts.items():
+                survivors[kind] = survivors.get(kind, 0) + n
+    return log, survivors
+
+
 def run_once(variant: str, run: int, config: dict) -> dict:
     log_path = harness.fresh_log(f"kill-{variant}-r{run}")
     args, seed, events = harness.run_workload(variant, run, config)
@@ -112,11 +163,25 @@ def run_once(variant: str, run: int, config: dict) -> dict:
             results.progress(f"{variant} run {run}: {drawn[k - 1]} in life {k}")
             return {"fault": drawn[k - 1], "met": faults.get(drawn[k - 1]).land(scene)}
 
-        kill_log = nemesis.kill_loop(
-            nemesis.kill_schedule(seed, config["kills"], config["life"]),
-            start=lambda: harness.Worker(variant, space.topic, space.group, space.dsn, log_path, args),
-            working=lambda worker: worker.working(space.group, space.topic) == "effect", after_kill=after_kill,
-            mid_life=mid_life if drawn else None)
+        schedule, survivors = nemesis.kill_schedule(seed, config["kills"], config["life"]), {}
+        if config.get("consumers", 1) > 1:
+            slot_logs = {}  # a place in the group keeps one log over the lives it saw
+
+            def slot_log(slot):
+                if slot not in slot_logs:
+                    slot_logs[slot] = harness.fresh_log(f"kill-{variant}-r{run}-w{slot}")
+                return slot_logs[slot]
+
+            kill_log, survivors = kill_in_a_group(
+                schedule, config["consumers"], seed,
+                start=lambda slot: harness.Worker(variant, space.topic, space.group, space.dsn, slot_log(slot), args),
+                done=lambda entry: entry["applied"] >= len(events) or harness.lag(space.group, space.topic) == 0,
+                after_kill=after_kill, group=space.group, topic=space.topic)
+        else:
+            kill_log = nemesis.kill_loop(
+                schedule, start=lambda: harness.Worker(variant, space.topic, space.group, space.dsn, log_path, args),
+                working=lambda worker: worker.working(space.group, space.topic) == "effect", after_kill=after_kill,
+                mid_life=mid_life if drawn else None)
         if len(kill_log) < config["kills"]:
             results.progress(f"{variant} run {run}: nothing left to consume after {len(kill_log)} kills")
 
@@ -138,7 +203,8 @@ def run_once(variant: str, run: int, config: dict) -> dict:
             planted["ledger_rows"] = sum(row[0] == planted["event"] for row in harness.effects(space.admin)["ledger"])
 
     def counted(kind: str) -> int:  # a kind of line, over every life of the run and its recovery
-        return sum(entry["counts"].get(kind, 0) for entry in kill_log) + recovery["counts"].get(kind, 0)
+        return (sum(entry["counts"].get(kind, 0) for entry in kill_log) + survivors.get(kind, 0)
+                + recovery["counts"].get(kind, 0))
 
     return {"variant": variant, "run": run, "seed": seed, "events": config["events"],
             "kills": sum(entry["exit_code"] is None for entry in kill_log),
@@ -214,8 +280,10 @@ def explain(document: dict) -> str:
         exact = sum(r["balances_exact"] for r in runs)
         skipped = sum(r["skipped"] for r in runs)
         lines.append(("  then" if any(r.get("planted") for r in runs) else f"{name}\n ")
-                     + f" {kills:,} SIGKILLs, each {c['life'][0]:g}-{c['life'][1]:g} s after a consumer began "
-                     f"crediting; over the {events:,} credits, in all: {duplicates:,} credited twice, {lost:,} never "
+                     + f" {kills:,} SIGKILLs, each {c['life'][0]:g}-{c['life'][1]:g} s after "
+                     + (f"the last, of one of {c['consumers']} consumers in the group" if c.get("consumers")
+                        else "a consumer began crediting")
+                     + f"; over the {events:,} credits, in all: {duplicates:,} credited twice, {lost:,} never "
                      f"credited, balances exact in {exact} of {len(runs)} run{'s' if len(runs) > 1 else ''}"
                      + (f"; {skipped:,} redelivered messages met their inbox row, skipped." if skipped else "."))
     lines.append("Counted from the ledger, per event ID, after one last consumer drained the topic. The full table, "
@@ -243,6 +311,8 @@ def parse_args(argv=None):
     parser.add_argument("--fault", type=fault_names, default=[], metavar="NAME[,NAME]",
                         help="mix faults into the kills, one halfway through each life: pg-restart, broker-restart "
                              "(those of lab/faults/ that need only this stack and act alone)")
+    parser.add_argument("--consumers", type=int, default=1,
+                        help="workers in the group at once; each life kills one of them (default 1)")
     parser.add_argument("--explain", action="store_true", help="end with a few lines on what was measured")
     args = parser.parse_args(argv)
     command.declare_command(parser, args)
@@ -254,7 +324,9 @@ def parse_args(argv=None):
         parser.error(f"--variant {','.join(args.variant)} names {', '.join(twice)} twice")
     args.reads = registry.only_some_read(parser, args, args.variants, VARIANTS, batch=500, lanes=16, connections=1)
     cli.at_least(parser, args, 1, "runs", "kills", "events", "partitions", "connections", "batch", "lanes",
-                 "session_timeout_ms")
+                 "session_timeout_ms", "consumers")
+    if args.fault and args.consumers > 1:
+        parser.error("--fault lands on the one working consumer: it goes with --consumers 1")
     cli.at_least(parser, args, 0, "work_ms", "planted_crash")
     if args.planted_crash > args.events:
         parser.error(f"--planted-crash {args.planted_crash}: a run publishes only --events {args.events}")
@@ -263,6 +335,8 @@ def parse_args(argv=None):
                      + (" (a command cannot be told where to crash)" if args.command else ""))
     local = "kill.json" if args.variant == ["all"] else f"kill-{'-'.join(args.variant)}.json"  # kill-frameworks.json
     post_file = "kill.json" if set(args.variants) <= set(POST_VARIANTS) else local
+    if args.consumers > 1:  # no committed file kills in a group: the reader's own stands alone
+        local = post_file = local.replace(".json", f"-consumers{args.consumers}.json")
     args.committed = results.reader_paths(args, local, post_file)
     return args
 
@@ -290,6 +364,8 @@ def main(args) -> int:
         config["planted_crash"] = args.planted_crash
     if args.fault:
         config["faults"] = args.fault
+    if args.consumers > 1:
+        config.update(consumers=args.consumers, life_from="the group's first side effect, then each kill")
     config.update(command.command_config(args))
     document = results.drive("measure_kill", args.out, config, [{"variant": v} for v in args.variants], run_once,
                              summarise, table, verdict_line, args.force, options={"keep": args.keep},
