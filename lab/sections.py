@@ -349,6 +349,11 @@ TABLES = [
         ("Crashed before / after the call", lambda e: f"{e.t['crashed_before_call']} / {e.t['crashed_after_call']}"),
         tot("Duplicate charges", "duplicates"), tot("Lost charges", "lost"),
         ("Leases run short / taken over", lambda e: f"{e.t['lease_short']} / {e.t['lease_taken_over']}"), EXACT]),
+    Table("kill-group", "kill-consumers3.json", optional=True, command="python measure_kill.py --variant all "
+          "--consumers 3 --runs 5 --kills 20 --events 10000 --out results/kill-consumers3.json", columns=[
+        ("Variant", lambda e: VARIANT_NAMES[e.key]), RUNS, summed("Kills", "kills"),
+        spread_of("Duplicates, median (min–max)", "duplicates"), spread_of("Lost, median (min–max)", "lost"),
+        summed("Skipped duplicates", "skipped", ","), EXACT]),
     Table("race", "race.json", columns=[
         ("Variant", lambda e: {**POLICY_NAMES, **VARIANT_NAMES}[e.key]), RUNS, tot("Duplicates", "duplicates"),
         tot("Lost", "lost"), tot("Transactions retried", "retried"), tot("Consumers died", "died"),
