@@ -132,6 +132,7 @@ def test_a_name_given_twice_is_refused(script, argv):
 
 @pytest.mark.parametrize("script, argv, variants, out", [
     ("measure_kill.py", ["--variant", "b,c"], ["b", "c"], "kill-b-c.json"),
+    ("measure_kill.py", ["--variant", "all", "--consumers", "3"], ["a1", "a2", "b", "c"], "kill-consumers3.json"),
     ("measure_rebalance.py", ["--variant", "b,c"], ["b", "c"], "rebalance-b-c-classic.json"),
     ("measure_rebalance.py", ["--variant", "c", "--group-protocol", "consumer"], ["c"], "rebalance-c-consumer.json"),
 ])

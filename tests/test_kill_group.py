@@ -6,13 +6,14 @@ landed on purpose, so that every run reaches it whatever the random kills hit. E
 its partitions to the survivors mid-batch, so an event can be met by a second consumer while
 the first one's transaction stands or after it committed. The inbox variants must still credit
 each event once, on seeds M1 does not use, and their inbox must be seen skipping a copy; the
-control on the same schedule, b (no inbox), must not credit each event once. (Auto-commit, a1,
-is the control of `measure_kill.py --consumers 3` in tests/test_kill.py.)"""
+control on the same schedule, b (no inbox), must not credit each event once. Last, the same kind
+of schedule as the harness runs it (`measure_kill.py --consumers 3`), for c and its control a1."""
 import random
 import time
 
 import pytest
 
+import measure_kill
 from lab import checker, harness, worker
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("services")]
@@ -91,3 +92,20 @@ def test_the_control_without_the_inbox_duplicates_under_the_same_group_kills():
     landed, verdict, _ = group_under_kills("b", 21)
     assert landed >= 2 and verdict["duplicates"] >= 1, verdict
 
+
+@pytest.mark.parametrize("variant", ["c", "a1"])
+def test_measure_kill_kills_one_member_of_three_at_a_time(variant):
+    """measure_kill.py --consumers 3: three workers share the group and each life ends with a
+    SIGKILL of one of them, whose partitions the others take over mid-stream. c credits each
+    event once; a1, the control on the same schedule, replays what the killed member had not
+    committed (it commits every 5 s on its own)."""
+    config = {"events": 3000, "partitions": 3, "work_ms": 5, "kills": 3, "life": (0.5, 1.5), "seed": 7,
+              "session_timeout_ms": 2000, "consumers": 3}
+    record = measure_kill.run_once(variant, 1, config)
+    assert record["mid_stream_kills"] == 3, record["kill_log"]
+    assert all(1 <= entry["consumer"] <= 3 for entry in record["kill_log"]), record["kill_log"]
+    if variant == "c":
+        assert (record["duplicates"], record["lost"], record["unexpected"]) == (0, 0, 0), record
+        assert record["balances_exact"] is True
+    else:
+        assert record["duplicates"] >= 1, record
