@@ -29,14 +29,13 @@ that); each run has its own schema, topic and group.
     python measure_kill.py --variant b,c --consumers 3 --runs 1   # three in the group, one killed at a time
 
 `--consumers N` kills in a group: N workers share the group from the start, and each life
-ends with a SIGKILL of one of them, chosen on the run's seed, whose place a fresh worker
-takes; the others are handed its partitions and back while they work (kill_in_a_group).
+ends with a SIGKILL of one of them, drawn on the run's seed, whose place a fresh worker takes
+while the group rebalances around it (lab/kill_group.py).
 
 `--fault NAME[,NAME]` mixes faults into the kills: halfway through each life, one of them,
 drawn on the run's seed (lab/faults/schedule.composed), is landed on the working consumer; any
 fault of lab/faults/ that needs only the single-node stack and acts by itself (mixable_faults).
 """
-import random
 import sys
 import time
 
@@ -59,6 +58,7 @@ def mixable_faults() -> tuple[str, ...]:
 def fault_names(text: str) -> list[str]:
     return cli.names_of(mixable_faults(), "fault")(text)
 PLANTED_WAIT_S = 120.0
+LIBRDKAFKA_HEARTBEAT_MS = 3000  # heartbeat.interval.ms's default
 
 
 def planted_crash(variant: str, space, args: tuple, config: dict, log_path) -> dict:
@@ -79,51 +79,6 @@ def planted_crash(variant: str, space, args: tuple, config: dict, log_path) -> d
                            f"crash:\n{crashing.log_tail()}")
     results.progress(f"{variant}: crashed itself after the database commit of {event_id}")
     return {"event": event_id, "exit_code": crashing.proc.returncode}
-
-
-def group_working(pool: list, group: str, topic: str, timeout_s: float = 120.0) -> bool:
-    """True once any worker of the group applied something; False if the group has nothing
-    left to consume. A group whose workers all exited first gets the one worker's verdict."""
-    end = time.monotonic() + timeout_s
-    while time.monotonic() < end:
-        if any(worker.first_effect.wait(0.5 / len(pool)) for worker in pool):
-            return True
-        if harness.lag(group, topic) == 0:
-            return False
-        if all(worker.proc.poll() is not None for worker in pool):
-            return pool[0].working(group, topic) == "effect"  # raises, naming why it exited
-    raise RuntimeError(f"none of the {len(pool)} workers applied anything within {timeout_s:g}s:\n"
-                       f"{pool[0].log_tail()}")
-
-
-def kill_in_a_group(schedule: list[float], consumers: int, seed: int, start, done, after_kill, group: str,
-                    topic: str) -> tuple[list[dict], dict]:
-    """--consumers N: N workers in the group from the start. The lives count from the group's
-    first side effect, then from each kill; each ends with a SIGKILL of one worker, drawn on
-    its own stream of the seed (so the lives are the one-consumer schedule's), and a fresh
-    worker start(slot) takes its place. Stops early once done(entry) says nothing is left to
-    apply. The workers still alive then leave the group cleanly (SIGTERM) before the recovery
-    phase; returns the kill log and their counts."""
-    victims = random.Random(f"{seed}-victims")
-    pool = [start(slot) for slot in range(1, consumers + 1)]
-    log, survivors = [], {}
-    try:
-        if group_working(pool, group, topic):
-            for k, life in enumerate(schedule, 1):
-                time.sleep(life)
-                slot = victims.randrange(consumers)
-                exit_code = pool[slot].proc.poll()
-                pool[slot].kill()
-                log.append({**after_kill(k, life, pool[slot], exit_code), "consumer": slot + 1})
-                if done(log[-1]):
-                    break
-                pool[slot] = start(slot + 1)
-    finally:
-        for worker in pool:
-            worker.stop()
-            for kind, n in worker.counts.items():
-                survivors[kind] = survivors.get(kind, 0) + n
-    return log, survivors
 
 
 def run_once(variant: str, run: int, config: dict) -> dict:
@@ -163,8 +118,10 @@ def run_once(variant: str, run: int, config: dict) -> dict:
             results.progress(f"{variant} run {run}: {drawn[k - 1]} in life {k}")
             return {"fault": drawn[k - 1], "met": faults.get(drawn[k - 1]).land(scene)}
 
-        schedule, survivors = nemesis.kill_schedule(seed, config["kills"], config["life"]), {}
+        schedule, survivors, exited = nemesis.kill_schedule(seed, config["kills"], config["life"]), {}, []
         if config.get("consumers", 1) > 1:
+            from lab.kill_group import kill_in_a_group  # only a group's runs load it (lab.provenance)
+
             slot_logs = {}  # a place in the group keeps one log over the lives it saw
 
             def slot_log(slot):
@@ -172,7 +129,7 @@ def run_once(variant: str, run: int, config: dict) -> dict:
                     slot_logs[slot] = harness.fresh_log(f"kill-{variant}-r{run}-w{slot}")
                 return slot_logs[slot]
 
-            kill_log, survivors = kill_in_a_group(
+            kill_log, survivors, exited = kill_in_a_group(
                 schedule, config["consumers"], seed,
                 start=lambda slot: harness.Worker(variant, space.topic, space.group, space.dsn, slot_log(slot), args),
                 done=lambda entry: entry["applied"] >= len(events) or harness.lag(space.group, space.topic) == 0,
@@ -211,7 +168,7 @@ def run_once(variant: str, run: int, config: dict) -> dict:
             # a kill tests something only while credits are left to apply
             "mid_stream_kills": sum(entry["exit_code"] is None and entry["applied"] < config["events"]
                                     for entry in kill_log),
-            "crashes": [entry["exit_code"] for entry in kill_log if entry["exit_code"] is not None],
+            "crashes": [entry["exit_code"] for entry in kill_log if entry["exit_code"] is not None] + exited,
             **verdict, "order_violations": order, "skipped": counted("skipped"),
             "handler_raised": counted("handler_raised"), **({"evidence": evidence} if evidence else {}),
             **({"planted": planted} if planted else {}),
@@ -300,7 +257,8 @@ def parse_args(argv=None):
     command.command_flags(parser, which)
     parser.add_argument("--kills", type=int, default=20)
     parser.add_argument("--life", type=nemesis.life_range, default=(1.0, 8.0), metavar="MIN,MAX",
-                        help="seconds a worker lives after its first side effect")
+                        help="seconds a worker lives after its first side effect (--consumers: a member, "
+                             "after the group's first side effect, then after the last kill's fresh worker started)")
     parser.add_argument("--session-timeout-ms", type=cli.session_timeout_ms(most=cli.DEFAULT_MAX_POLL_INTERVAL_MS),
                         default=6000)
     parser.add_argument("--batch", type=int, help="d and p: messages per transaction (default 500)")
@@ -327,6 +285,9 @@ def parse_args(argv=None):
                  "session_timeout_ms", "consumers")
     if args.fault and args.consumers > 1:
         parser.error("--fault lands on the one working consumer: it goes with --consumers 1")
+    if args.consumers > args.partitions:
+        parser.error(f"--consumers {args.consumers} on --partitions {args.partitions}: a member without a partition "
+                     "has nothing a kill could interrupt")
     cli.at_least(parser, args, 0, "work_ms", "planted_crash")
     if args.planted_crash > args.events:
         parser.error(f"--planted-crash {args.planted_crash}: a run publishes only --events {args.events}")
@@ -335,8 +296,9 @@ def parse_args(argv=None):
                      + (" (a command cannot be told where to crash)" if args.command else ""))
     local = "kill.json" if args.variant == ["all"] else f"kill-{'-'.join(args.variant)}.json"  # kill-frameworks.json
     post_file = "kill.json" if set(args.variants) <= set(POST_VARIANTS) else local
-    if args.consumers > 1:  # no committed file kills in a group: the reader's own stands alone
-        local = post_file = local.replace(".json", f"-consumers{args.consumers}.json")
+    if args.consumers > 1:  # compared with the committed group of that size (kill-consumers3.json), if any
+        local = local.removesuffix(".json") + f"-consumers{args.consumers}.json"
+        post_file = f"kill-consumers{args.consumers}.json"
     args.committed = results.reader_paths(args, local, post_file)
     return args
 
@@ -362,6 +324,8 @@ def main(args) -> int:
         config["connections"] = args.connections
     if args.planted_crash:
         config["planted_crash"] = args.planted_crash
+    if args.session_timeout_ms <= LIBRDKAFKA_HEARTBEAT_MS:  # the default beat would let such a session expire
+        config["heartbeat_interval_ms"] = args.session_timeout_ms // 3
     if args.fault:
         config["faults"] = args.fault
     if args.consumers > 1:
@@ -369,7 +333,7 @@ def main(args) -> int:
     config.update(command.command_config(args))
     document = results.drive("measure_kill", args.out, config, [{"variant": v} for v in args.variants], run_once,
                              summarise, table, verdict_line, args.force, options={"keep": args.keep},
-                             committed=args.committed, post_lines=post_lines)
+                             committed=args.committed, post_lines=None if args.consumers > 1 else post_lines)
     if args.explain:
         print("\n" + explain(document))
     if nothing := [f"{r['variant']} run {r['run']}" for r in document["runs"] if untested(r)]:

@@ -352,6 +352,9 @@ TABLES = [
     Table("kill-group", "kill-consumers3.json", optional=True, command="python measure_kill.py --variant all "
           "--consumers 3 --runs 5 --kills 20 --events 10000 --out results/kill-consumers3.json", columns=[
         ("Variant", lambda e: VARIANT_NAMES[e.key]), RUNS, summed("Kills", "kills"),
+        ("Of a member holding partitions", lambda e: "–" if any(k.get("held") is None for r in e.runs
+                                                                 for k in r["kill_log"])  # a command's: not known
+         else sum(bool(k["held"]) for r in e.runs for k in r["kill_log"] if k["exit_code"] is None)),
         spread_of("Duplicates, median (min–max)", "duplicates"), spread_of("Lost, median (min–max)", "lost"),
         summed("Skipped duplicates", "skipped", ","), EXACT]),
     Table("race", "race.json", columns=[

@@ -19,6 +19,7 @@ BAD = [
     ("measure_kill.py", ["--command", "python consume.py", "--connections", "2"], "your command does not read it"),
     ("measure_kill.py", ["--command", " "], "the command is empty"),
     ("measure_kill.py", ["--variant", "c", "--consumers", "0"], "--consumers must be at least 1"),
+    ("measure_kill.py", ["--variant", "c", "--consumers", "7"], "has nothing a kill could interrupt"),
     ("measure_kill.py", ["--variant", "c", "--consumers", "3", "--fault", "pg-restart"], "goes with --consumers 1"),
     ("measure_kill.py", ["--command", "python consume.py", "--effects", ""], "the effects query is empty"),
     ("measure_rebalance.py", ["--variant", "c", "--batch", "50"], "--batch: c does not read it"),

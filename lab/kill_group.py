@@ -1,0 +1,75 @@
+"""M1 in a group (`measure_kill.py --consumers N`): N workers share the run's group, and each
+life ends with a SIGKILL of one of them while the others go on.
+
+Claim: the kill lands on a group at work, not on a lone consumer. The group rebalances (under
+librdkafka's default assignors, eager ones, which the lab's variants keep, every member gives
+up its partitions until the rebalance completes, about when the killed member's session
+expires), and a message the killed member applied without committing its offset is met again
+by whichever member gets its partition next.
+
+Schedule: the lives are the one-consumer schedule's (nemesis.kill_schedule), the first counted
+from the group's first side effect and each next one from the fresh worker's start; the
+victim of each is drawn on its own stream of the run's seed. Every entry of the kill log says
+which member was killed and which partitions it held then (a lab worker's own log lines; None
+for a command, which prints none). Imported only for N > 1, so M1's one-consumer runs do not
+load it (lab.provenance: a change here leaves their figures fresh).
+"""
+import contextlib
+import random
+import time
+
+from lab import harness
+
+
+def group_working(pool: list, group: str, topic: str, timeout_s: float = 120.0) -> bool:
+    """True once any member applied something; False if the group has nothing left to consume.
+    Otherwise it fails as Worker.working() does, in one line a command's reader can act on."""
+    end = time.monotonic() + timeout_s
+    while time.monotonic() < end:
+        if any(worker.first_effect.wait(0.5 / len(pool)) for worker in pool):
+            return True
+        if harness.lag(group, topic) == 0 or all(worker.proc.poll() is not None for worker in pool):
+            # nothing left, or nobody left: the first member's verdict names which, and why
+            return pool[0].working(group, topic, timeout_s=max(1.0, end - time.monotonic())) == "effect"
+    message = (f"none of the {len(pool)} members applied anything within {timeout_s:g}s; the group's lag is "
+               f"{harness.lag(group, topic)}")
+    if pool[0].command:
+        raise harness.CommandError(f"{message}: is your command reading {topic} as group {group} (KAFKA_TOPIC, "
+                                   f"KAFKA_GROUP)?\n{pool[0].log_tail()}")
+    raise RuntimeError(f"{message}:\n{pool[0].log_tail()}")
+
+
+def kill_in_a_group(schedule: list[float], consumers: int, seed: int, start, done, after_kill, group: str,
+                    topic: str) -> tuple[list[dict], dict, list[int]]:
+    """start(slot) makes the worker of place `slot` (1..N); after_kill(k, life, worker, exit_code)
+    the log entry of a kill; done(entry) says nothing is left to apply (the loop then ends; no
+    fresh worker follows the last kill). The members alive at the end leave the group cleanly
+    (SIGTERM) before the recovery phase. Returns the kill log, the counts of the members never
+    killed, and the exit codes of those that ended by themselves."""
+    victims = random.Random(f"{seed}-victims")
+    pool: list = [None] * consumers
+    log, counts, exited = [], {}, []
+    try:
+        for slot in range(consumers):
+            pool[slot] = start(slot + 1)
+        if group_working(pool, group, topic):
+            for k, life in enumerate(schedule, 1):
+                time.sleep(life)
+                slot = victims.randrange(consumers)
+                victim, pool[slot] = pool[slot], None  # its counts go into its own entry, once
+                held = sorted(victim.assignment) if not victim.command else None
+                exit_code = victim.proc.poll()
+                victim.kill()
+                log.append({**after_kill(k, life, victim, exit_code), "consumer": slot + 1, "held": held})
+                if done(log[-1]) or k == len(schedule):
+                    break
+                pool[slot] = start(slot + 1)
+    finally:
+        for worker in filter(None, pool):
+            if (code := worker.proc.poll()) is not None:
+                exited.append(code)
+            with contextlib.suppress(Exception):  # one that will not stop must not keep the rest running
+                worker.stop()
+            for kind, n in worker.counts.items():
+                counts[kind] = counts.get(kind, 0) + n
+    return log, counts, exited
