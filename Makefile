@@ -73,6 +73,8 @@ tour: up
 # `make measure FORCE=--force` measures such files again from the start.
 measure: up
 	$(PY) measure_kill.py $(FORCE) --variant all --runs 5 --kills 20 --events 10000 --out results/kill.json
+	$(PY) measure_kill.py $(FORCE) --variant all --consumers 3 --runs 5 --kills 20 --events 10000 \
+	  --out results/kill-consumers3.json
 	$(PY) measure_kill.py $(FORCE) --variant d --runs 5 --kills 20 --events 10000 --out results/kill-d.json
 	$(PY) measure_kill.py $(FORCE) --variant d --batch 50 --runs 5 --kills 20 --events 10000 --out results/kill-d-batch50.json
 	$(PY) measure_throughput.py $(FORCE) --variants raw,a1,a2,b,c,d --runs 5 --events 100000 --out results/throughput.json
