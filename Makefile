@@ -86,13 +86,16 @@ measure: up
 	for v in b c; do $(PY) measure_rebalance.py $(FORCE) --variant $$v --group-protocol consumer --slow-seconds 20 \
 	  --runs 5 --out results/rebalance-$$v-consumer-stall20.json || exit 1; done
 	$(PY) measure_storage.py $(FORCE) --runs 5 --rows 1000000 --out results/storage.json
-	$(PY) -m measurements.measure_external $(FORCE) --policy all --runs 5
+	$(PY) -m measurements.measure_external $(FORCE) --policy all --runs 5 --out results/external.json
 	for f in pg-restart broker-restart partition-broker partition-db; do for v in b c d; do \
-	  $(PY) -m measurements.measure_faults $(FORCE) --fault $$f --variant $$v --runs 5 || exit 1; done; done
-	for v in b c; do $(PY) -m measurements.measure_faults $(FORCE) --fault share-lock --variant $$v --runs 5 || exit 1; done
+	  $(PY) -m measurements.measure_faults $(FORCE) --fault $$f --variant $$v --runs 5 --out results/faults.json \
+	    || exit 1; done; done
+	for v in b c; do $(PY) -m measurements.measure_faults $(FORCE) --fault share-lock --variant $$v --runs 5 \
+	  --out results/faults.json || exit 1; done
 	$(PY) -m measurements.measure_faults $(FORCE) --fault share-lock --variant b --runs 5 --producer-batching --max-poll-records 0 \
 	  --work-ms 0 --lock-ms 5000 --out results/faults-share-batched.json
-	$(PY) -m measurements.measure_race $(FORCE) --variant all --consumers 3 --copies 3 --accounts 20 --runs 5
+	$(PY) -m measurements.measure_race $(FORCE) --variant all --consumers 3 --copies 3 --accounts 20 --runs 5 \
+	  --out results/race.json
 	for v in b c; do $(PY) measure_rebalance.py $(FORCE) --variant $$v --runs 1 --out results/rebalance-timeline-$$v.json || exit 1; done
 	for f in pg-restart broker-restart partition-broker partition-db share-lock; do for v in b c; do \
 	  $(PY) -m measurements.measure_faults $(FORCE) --fault $$f --variant $$v --runs 1 --out results/faults-timeline.json || exit 1; done; done
@@ -116,11 +119,11 @@ measure: up
 	  --events-of c=5000 --runs 5 --events 100000 --out results/throughput-inbox.json
 	$(PY) measure_throughput.py $(FORCE) --variants c,d,p --consumers 1,2,3 --events-of c=20000 --runs 5 --events 100000 \
 	  --out results/throughput-consumers.json
-	$(PY) -m measurements.measure_latency $(FORCE) --variants c,d,p --rates 200,500,5000 --runs 5
-	$(PY) -m measurements.measure_eos $(FORCE) --variant all --runs 5 --kills 20 --events 10000
-	$(PY) -m measurements.measure_publish $(FORCE) --source all --variant all --runs 5
+	$(PY) -m measurements.measure_latency $(FORCE) --variants c,d,p --rates 200,500,5000 --runs 5 --out results/latency.json
+	$(PY) -m measurements.measure_eos $(FORCE) --variant all --runs 5 --kills 20 --events 10000 --out results/eos.json
+	$(PY) -m measurements.measure_publish $(FORCE) --source all --variant all --runs 5 --out results/publish.json
 	# the post's shortcuts join the same file's runs (no $(FORCE): it would start the file over)
-	$(PY) -m measurements.measure_publish --source all --variant shortcuts --runs 5
+	$(PY) -m measurements.measure_publish --source all --variant shortcuts --runs 5 --out results/publish.json
 	$(PY) -m measurements.measure_faults $(FORCE) --fault pg-restart --variant c,c-reconnect --runs 5 \
 	  --out results/faults-reconnect.json
 	$(PY) -m measurements.measure_retention $(FORCE) --variant all --runs 5 --out results/retention.json
@@ -130,7 +133,7 @@ measure: up
 	$(PY) measure_rebalance.py $(FORCE) --variant frameworks --runs 5 --out results/rebalance-frameworks-classic.json
 	$(PY) measure_throughput.py $(FORCE) --variants c,d,p,fs-ack,fs-inbox,qx-eos-keyed --runs 5 --events 20000 \
 	  --events-of d=100000,p=100000,qx-eos-keyed=100000 --out results/throughput-frameworks.json
-	$(PY) -m measurements.measure_async_commit $(FORCE) --runs 5
+	$(PY) -m measurements.measure_async_commit $(FORCE) --runs 5 --out results/async-commit.json
 	$(PY) measure_throughput.py $(FORCE) --against 1b663da --variants p,p@2,d,db,db@2 --runs 5 --events 100000 \
 	  --out results/throughput-against.json
 	$(PY) measure_throughput.py $(FORCE) --against 9ff66d5 --variants p,p@2,d --runs 5 --events 100000 \
@@ -144,12 +147,13 @@ measure: up
 	  --out results/latency-saturation.json
 	$(PY) -m measurements.measure_latency $(FORCE) --variants c,d,p --rates 200,5000 --sweep-batch 50,10,1 --runs 5 \
 	  --out results/latency-batch.json
-	$(PY) -m measurements.measure_faults_more $(FORCE) --fault lost-commit-reply --variant b,c,d,p,o,a2 --runs 5 --events 2000
+	$(PY) -m measurements.measure_faults_more $(FORCE) --fault lost-commit-reply --variant b,c,d,p,o,a2 --runs 5 --events 2000 \
+	  --out results/faults-more.json
 	# the other faults join faults-more.json's runs (no $(FORCE): it would start the file over)
 	for f in pause-postgres pause-consumer topic-recreated pg-max-connections; do $(PY) -m measurements.measure_faults_more \
-	  --fault $$f --variant b,c,d,p,o --runs 5 --events 2000 || exit 1; done
+	  --fault $$f --variant b,c,d,p,o --runs 5 --events 2000 --out results/faults-more.json || exit 1; done
 	for f in disk-full sigterm; do $(PY) -m measurements.measure_faults_more \
-	  --fault $$f --variant b,c,d,p,o,a2 --runs 5 --events 2000 || exit 1; done
+	  --fault $$f --variant b,c,d,p,o,a2 --runs 5 --events 2000 --out results/faults-more.json || exit 1; done
 	$(PY) -m measurements.measure_faults_more $(FORCE) --fault pause-consumer --variant c,d,p,o --runs 5 --events 2000 \
 	  --idle-tx-timeout-ms 5000 --out results/faults-more-idle-tx.json
 	# M10's offsets-expired needs a broker that forgets an empty group's offsets in a minute: a stack of
@@ -214,7 +218,7 @@ test-replicated: setup
 measure-cluster: up-replicated
 	eval "$$($(PY) -m lab.stack env --replicated)" && \
 	  $(PY) -m measurements.measure_cluster $(FORCE) --fault all --variant all --pg-replication both --runs 5 \
-	  --events 2000 --rate 100 && \
+	  --events 2000 --rate 100 --out results/cluster.json && \
 	  $(PY) -m measurements.measure_cluster $(FORCE) --fault leader-kill --variant b,c --acks 1 --runs 5 --events 2000 \
 	  --rate 100 --out results/cluster-acks1.json
 

@@ -367,14 +367,15 @@ TABLES = [
         ("Order violations", lambda e: sum(r.get("order_violations") or 0 for r in e.runs)),
         ("Duplicates + lost", lambda e: sum(r["duplicates"] + r["lost"] for r in e.runs))]),
     Table("eos", "eos.json", command="python -m measurements.measure_eos --variant all --runs 5 --kills 20 --events "
-          "10000", text_columns=2, rows=summary(match=lambda r, key: f"{r['variant']} {r['point']}" == key), columns=[
+          "10000 --out results/eos.json", text_columns=2,
+          rows=summary(match=lambda r, key: f"{r['variant']} {r['point']}" == key), columns=[
         ("Variant", lambda e: VARIANT_NAMES[e.key.split()[0]]), ("Fault", lambda e: POINT_NAMES[e.key.split()[1]]),
         RUNS, summed("Faults", "faults", ","), summed("Ledger duplicates", "duplicates", ","),
         summed("Ledger lost", "lost", ","), EXACT, summed("Output copies", "topic_copies", ","),
         summed("Output missing", "topic_missing", ","), summed("Aborted output copies", "aborted_copies", ",")],
           extra=lambda doc: {"nth": doc["config"]["events"] // doc["config"]["planted"]}),
     Table("publish", "publish.json", command="python -m measurements.measure_publish --source all --variant all "
-          "--runs 5", text_columns=2,
+          "--runs 5 --out results/publish.json", text_columns=2,
           rows=summary(match=lambda r, key: f"{r['source']} {r['idempotence']} {r['variant']}" == key), columns=[
         ("Source of copies", lambda e: SOURCE_NAMES[tuple(e.key.split()[:2])]),
         ("Consumer", lambda e: VARIANT_NAMES[e.key.split()[2]]), RUNS, summed("Faults", "faults"),
@@ -383,7 +384,7 @@ TABLES = [
         ("Accounts left on an older state", lambda e: f"{total(e.runs, 'stale_accounts'):,}"
          if all("stale_accounts" in r for r in e.runs) else "–")]),
     Table("latency", "latency.json", command="python -m measurements.measure_latency --variants c,d,p --rates "
-          "200,500,5000 --runs 5", text_columns=2, columns=[
+          "200,500,5000 --runs 5 --out results/latency.json", text_columns=2, columns=[
         ("Variant", of_variant), ("Offered", lambda e: e.key.partition("@")[2]), RUNS, *sent(), *LATENCY_COLUMNS]),
     Table("growth", "throughput-inbox.json", rows=growth_rows, text_columns=3,
           extra=lambda doc: {"events": tables.events_of_text(doc["config"])},
@@ -405,7 +406,8 @@ TABLES = [
         ("Variant", of_variant), ("Consumers", lambda e: e.key.partition(":")[2]), RUNS, RATE,
         ("÷ one consumer, paired by run", lambda e: spread(r, 3) if (r := e.doc["summary"]["ratios"].get(
             f"{e.key}/{e.key.partition(':')[0]}:1")) else "–")]),
-    Table("retention", "retention.json", command="python -m measurements.measure_retention --variant all --runs 5",
+    Table("retention", "retention.json", command="python -m measurements.measure_retention --variant all --runs 5 "
+          "--out results/retention.json",
           text_columns=2, rows=summary(match=lambda r, key: f"{r['variant']} {r['window']}" == key), columns=[
         ("Variant", lambda e: {**VARIANT_NAMES, "v7": "v7: the lean inbox, UUIDv7 IDs, a partition a day"}[
             e.key.split()[0]]),
@@ -413,8 +415,8 @@ TABLES = [
         ("Duplicates", lambda e: f"{e.t['duplicates']:,}"), tot("Lost", "lost"),
         ("Dead-lettered", lambda e: f"{e.t['dead_lettered']:,}"),
         ("Alarm before the replay", lambda e: f"{e.t['alarm']} of {e.s['runs']}")]),
-    Table("async-commit", "async-commit.json", command="python -m measurements.measure_async_commit", indent=True,
-          columns=[
+    Table("async-commit", "async-commit.json", indent=True,
+          command="python -m measurements.measure_async_commit --out results/async-commit.json", columns=[
         ("The commit, then the next poll at once", lambda e: {
             "stored-offsets": "`commit(asynchronous=True)`, FastStream's",
             "the-message": "`commit(message=msg, asynchronous=True)`"}[e.key]), RUNS, tot("Trials", "trials"),
@@ -427,7 +429,8 @@ TABLES = [
         ("Asked, msgs/s (median)", lambda e: f"{statistics.median(r['rate'] for r in e.runs):,.0f}"),
         *sent("Offered, msgs/s"), *LATENCY_COLUMNS]),
     Table("retention-load", "retention-load.json", rows=summary(match=lambda r, key: r["mode"] == key),
-          command="python -m measurements.measure_retention_load --runs 5", columns=[
+          command="python -m measurements.measure_retention_load --runs 5 --out results/retention-load.json",
+          columns=[
         ("Mode", lambda e: RETENTION_MODES[e.key]), RUNS, spread_of("p, msgs/s", "msgs_per_s"),
         ("Against", lambda e: "–" if e.key == e.s["baseline"] or e.s["vs_baseline"] is None
          else f"{spread(e.s['vs_baseline'], 2)} of {e.s['baseline']}"),

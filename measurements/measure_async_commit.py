@@ -77,10 +77,11 @@ verdict_line = cli.verdict("{variant} run {run}: {past_the_message} of {trials} 
 
 
 def main(argv=None) -> int:
-    parser = cli.measurement("M9: an asynchronous commit of the stored offsets, then a poll.", "async-commit.json",
+    parser = cli.measurement("M9: an asynchronous commit of the stored offsets, then a poll.", None,
                              partitions=None, seed=False)
     parser.add_argument("--trials", type=int, default=20, help="trials per run, a fresh group each")
     args = parser.parse_args(argv)
+    results.reader_paths(args, "async-commit.json")  # a reader's own file, unless --out names one
     cli.at_least(parser, args, 1, "runs", "trials")
     config = results.config_of(args, "out", "force")
     results.drive("measure_async_commit", args.out, config, [{"variant": v} for v in VARIANTS], run_once,

@@ -125,7 +125,7 @@ verdict_line = cli.verdict("{fault} ({replication}, acks={acks}) {variant} run {
 
 
 def parse_args(argv=None):
-    parser = cli.measurement("M8: faults of a replicated Kafka and a Postgres standby, under load.", "cluster.json",
+    parser = cli.measurement("M8: faults of a replicated Kafka and a Postgres standby, under load.", None,
                              events=6000, keep=True)
     parser.add_argument("--fault", required=True, choices=(*FAULTS, "all"))
     parser.add_argument("--variant", required=True, type=cli.names_of((*VARIANTS, "all")),
@@ -140,6 +140,7 @@ def parse_args(argv=None):
     parser.add_argument("--isolate-s", type=float, default=15.0, help="isolate-leader: every link cut this long")
     parser.add_argument("--session-timeout-ms", type=int, default=6000)
     args = parser.parse_args(argv)
+    results.reader_paths(args, "cluster.json")  # a reader's own file, unless --out names one
     cli.at_least(parser, args, 1, "runs", "events", "partitions")
     cli.positive(parser, args, "rate", "down_s", "pause_s", "stall_s", "isolate_s")
     cli.at_least(parser, args, 0, "fault_after_s")

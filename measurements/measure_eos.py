@@ -140,7 +140,7 @@ verdict_line = cli.verdict("{variant} {point} run {run}: ledger {duplicates} dup
 
 def parse_args(argv=None):
     parser = cli.measurement("M7a: Kafka's exactly-once loop under crashes, counted in the topic and the ledger.",
-                             "eos.json", events=10000, work_ms=10, keep=True)
+                             None, events=10000, work_ms=10, keep=True)
     parser.add_argument("--variant", required=True, choices=(*VARIANTS, "all"))
     parser.add_argument("--point", choices=(*POINTS, "all"), default="all", help="which fault (default all)")
     parser.add_argument("--kills", type=int, default=20)
@@ -150,6 +150,7 @@ def parse_args(argv=None):
     parser.add_argument("--every", type=int, default=100, help="input messages per Kafka transaction")
     parser.add_argument("--session-timeout-ms", type=int, default=6000)
     args = parser.parse_args(argv)
+    results.reader_paths(args, "eos.json")  # a reader's own file, unless --out names one
     cli.at_least(parser, args, 1, "runs", "kills", "planted", "events", "partitions", "every", "session_timeout_ms")
     cli.at_least(parser, args, 0, "work_ms")
     return args

@@ -160,7 +160,7 @@ verdict_line = cli.verdict("{variant} run {run}: {duplicates} duplicate charges,
 
 
 def parse_args(argv=None):
-    parser = cli.measurement("M5: hard-kill consumers whose effect is an HTTP call; count charges.", "external.json",
+    parser = cli.measurement("M5: hard-kill consumers whose effect is an HTTP call; count charges.", None,
                              events=3000, work_ms=0, keep=True)
     parser.add_argument("--policy", required=True, choices=(*POLICIES, "all"))
     parser.add_argument("--kills", type=int, default=20)
@@ -171,6 +171,7 @@ def parse_args(argv=None):
                         help="crash between the claim and the call of every N-th event (ext only)")
     parser.add_argument("--session-timeout-ms", type=int, default=6000)
     args = parser.parse_args(argv)
+    results.reader_paths(args, "external.json")  # a reader's own file, unless --out names one
     cli.at_least(parser, args, 1, "runs", "kills", "events", "partitions", "crash_every", "crash_before_every",
                  "session_timeout_ms")
     cli.at_least(parser, args, 0, "work_ms")

@@ -140,7 +140,7 @@ verdict_line = cli.verdict("{fault} {variant} run {run}: {duplicates} duplicates
 
 
 def parse_args(argv=None):
-    parser = cli.measurement("M6: restarts and partitions, counted like M1.", "faults.json", events=3000, work_ms=10)
+    parser = cli.measurement("M6: restarts and partitions, counted like M1.", None, events=3000, work_ms=10)
     cli.fault_and_variants(parser, FAULTS, VARIANTS)
     cli.fault_pacing(parser, 5, 12, "partitions: how long a link stays cut", every="seconds between faults")
     parser.add_argument("--session-timeout-ms", type=int, default=6000)
@@ -153,6 +153,7 @@ def parse_args(argv=None):
     parser.add_argument("--producer-batching", action="store_true",
                         help="share-lock: publish with the producer's usual batching (default: one record a batch)")
     args = parser.parse_args(argv)
+    results.reader_paths(args, "faults.json")  # a reader's own file, unless --out names one
     cli.at_least(parser, args, 1, "runs", "events", "partitions", "faults", "session_timeout_ms",
                  "max_poll_interval_ms", "batch", "slow_every")
     cli.at_least(parser, args, 0, "work_ms", "max_poll_records", "lock_ms")

@@ -272,7 +272,7 @@ verdict_line = cli.verdict("{fault} {variant} run {run}: {duplicates} duplicates
 
 def parse_args(argv=None):
     parser = cli.measurement("M10: pauses, graceful stops, refused connections, lost commit replies.",
-                             "faults-more.json", events=3000, work_ms=10)
+                             None, events=3000, work_ms=10)
     cli.fault_and_variants(parser, FAULTS, VARIANTS)
     cli.fault_pacing(parser, 4, 5, "pg-max-connections: how long the refusal lasts")
     parser.add_argument("--pause-s", type=float, default=12, help="pause-consumer: how long the SIGSTOP lasts")
@@ -288,6 +288,7 @@ def parse_args(argv=None):
     parser.add_argument("--max-poll-interval-ms", type=int, default=10000)
     parser.add_argument("--batch", type=int, default=100, help="d and p only")
     args = parser.parse_args(argv)
+    results.reader_paths(args, "faults-more.json")  # a reader's own file, unless --out names one
     cli.at_least(parser, args, 1, "runs", "events", "partitions", "faults", "batch", "session_timeout_ms",
                  "max_poll_interval_ms")
     cli.at_least(parser, args, 0, "work_ms", "idle_tx_timeout_ms")

@@ -190,7 +190,7 @@ verdict_line = cli.verdict("{case} run {run}: {credits_per_transaction:g} credit
 
 
 def parse_args(argv=None):
-    parser = cli.measurement("Latency from publication to the ledger row, at fixed offered loads.", "latency.json")
+    parser = cli.measurement("Latency from publication to the ledger row, at fixed offered loads.", None)
     parser.add_argument("--variants", type=cli.names_of(VARIANTS), default=["c", "d", "p"])
     parser.add_argument("--rates", type=cli.sizes, default=[200, 500, 5000], metavar="N,N,...",
                         help="credits a second the publisher offers")
@@ -205,6 +205,7 @@ def parse_args(argv=None):
     parser.add_argument("--sweep-batch", type=cli.sizes, metavar="N,N,...",
                         help="d and p at these batches too, beside --batch, in the same invocation")
     args = parser.parse_args(argv)
+    results.reader_paths(args, "latency.json")  # a reader's own file, unless --out names one
     cli.at_least(parser, args, 1, "runs", "partitions", "batch")
     if args.sweep_batch and (args.batch in args.sweep_batch or len(set(args.sweep_batch)) < len(args.sweep_batch)):
         parser.error("--sweep-batch takes batches other than --batch's, each once")

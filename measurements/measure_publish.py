@@ -214,7 +214,7 @@ verdict_line = cli.verdict(
 
 def parse_args(argv=None):
     parser = cli.measurement("M7b: publishers that publish twice, and what b, c and d make of the copies.",
-                             "publish.json", events=5000, keep=True)
+                             None, events=5000, keep=True)
     parser.add_argument("--source", required=True, choices=(*SOURCES, "all"))
     parser.add_argument("--variant", required=True, choices=(*registry.names(kind="consumer"), "all", "shortcuts"),
                         help="all: b, c and d; shortcuts: the post's (offset-dedup, upsert, versioned)")
@@ -228,6 +228,7 @@ def parse_args(argv=None):
     parser.add_argument("--socket-timeout-ms", type=int, default=2000,
                         help="retries: the producer's wait for an answer before it resends")
     args = parser.parse_args(argv)
+    results.reader_paths(args, "publish.json")  # a reader's own file, unless --out names one
     cli.at_least(parser, args, 1, "runs", "events", "partitions", "kills", "planted", "faults", "socket_timeout_ms")
     cli.positive(parser, args, "rate", "every_s", "outage_s")
     return args

@@ -107,7 +107,7 @@ verdict_line = cli.verdict("{variant} run {run}: {duplicates} duplicates, {lost}
 
 
 def parse_args(argv=None):
-    parser = cli.measurement("The race: consumers racing on copies of the same events; count effects.", "race.json",
+    parser = cli.measurement("The race: consumers racing on copies of the same events; count effects.", None,
                              events=3000, work_ms=0)
     parser.add_argument("--variant", required=True, type=cli.names_of((*VARIANTS, "all")),
                         help="one variant, or several (c,p), side by side; all: every one")
@@ -116,6 +116,7 @@ def parse_args(argv=None):
     parser.add_argument("--accounts", type=int, default=20)
     parser.add_argument("--batch", type=int, default=100, help="d and p: messages per transaction")
     args = parser.parse_args(argv)
+    results.reader_paths(args, "race.json")  # a reader's own file, unless --out names one
     if "all" in args.variant and len(args.variant) > 1:
         parser.error(f"--variant {','.join(args.variant)}: all is every variant already; name it alone")
     cli.at_least(parser, args, 1, "consumers", "copies", "accounts", "runs", "events", "partitions", "batch")

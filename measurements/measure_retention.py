@@ -157,13 +157,14 @@ verdict_line = cli.verdict("{variant}, window {window_days} d against a replay f
 
 def parse_args(argv=None):
     parser = cli.measurement("M4b: replay a topic from further back than the inbox remembers.",
-                             "results/retention.json", events=None, work_ms=None)
+                             None, events=None, work_ms=None)
     parser.add_argument("--variant", required=True, type=cli.names_of((*VARIANTS, "all")))
     parser.add_argument("--old", type=int, default=2000, help="credits consumed --age-days ago")
     parser.add_argument("--recent", type=int, default=500, help="credits consumed today")
     parser.add_argument("--age-days", type=int, default=15, help="how far back the replay reaches")
     parser.add_argument("--batch", type=int, default=10000, help="rows per retention DELETE")
     args = parser.parse_args(argv)
+    results.reader_paths(args, "retention.json")  # a reader's own file, unless --out names one
     cli.at_least(parser, args, 1, "runs", "old", "recent", "partitions", "batch")
     cli.at_least(parser, args, 2, "age_days")
     return args

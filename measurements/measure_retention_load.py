@@ -230,12 +230,13 @@ verdict_line = cli.verdict("{mode} run {run}: {msgs_per_s:,} msgs/s, longest sta
 
 def parse_args(argv=None):
     parser = cli.measurement("#31: p's throughput while retention forgets a backlog beside it.",
-                             "results/retention-load.json", events=200000)
+                             None, events=200000)
     parser.add_argument("--mode", type=cli.names_of((*MODES, "all"), "mode"), default=["all"],
                         help="which modes (default all): " + ", ".join(MODES))
     parser.add_argument("--backlog", type=int, default=2_000_000, help="expired IDs the inbox holds at the start")
     parser.add_argument("--batch", type=int, default=500, help="p's messages per batch")
     args = parser.parse_args(argv)
+    results.reader_paths(args, "retention-load.json")  # a reader's own file, unless --out names one
     cli.at_least(parser, args, 1, "runs", "partitions", "backlog", "batch")
     cli.at_least(parser, args, 2, "events")  # a rate needs two credits
     return args

@@ -146,6 +146,25 @@ def test_several_variants_run_side_by_side_in_one_reader_file(script, argv, vari
     assert Path(args.out).name == out and Path(args.out).parent.name == "local"
 
 
+@pytest.mark.parametrize("module, argv, name", [
+    ("measurements.measure_race", ["--variant", "c"], "race.json"),
+    ("measurements.measure_eos", ["--variant", "all"], "eos.json"),
+    ("measurements.measure_external", ["--policy", "all"], "external.json"),
+    ("measurements.measure_faults", ["--fault", "pg-restart", "--variant", "c"], "faults.json"),
+    ("measurements.measure_faults_more", ["--fault", "sigterm", "--variant", "c"], "faults-more.json"),
+    ("measurements.measure_retention", ["--variant", "all"], "retention.json"),
+    ("measurements.measure_retention_load", [], "retention-load.json"),
+    ("measurements.measure_latency", [], "latency.json"),
+    ("measurements.measure_publish", ["--source", "all", "--variant", "all"], "publish.json"),
+])
+def test_a_measurement_writes_a_readers_own_file_unless_out_names_one(module, argv, name):
+    import importlib
+
+    measurement = importlib.import_module(module)
+    assert Path(measurement.parse_args(argv).out) == ROOT / "results" / "local" / name
+    assert Path(measurement.parse_args([*argv, "--out", "results/x.json"]).out) == Path("results/x.json")
+
+
 @pytest.mark.parametrize("argv, says", [
     (["--session-timeout-ms", "999999999"], "999999999 is outside 1000..1800000"),
     (["--session-timeout-ms", "2000000"], "2000000 is outside 1000..1800000"),
