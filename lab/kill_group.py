@@ -10,9 +10,10 @@ by whichever member gets its partition next.
 Schedule: the lives are the one-consumer schedule's (nemesis.kill_schedule), the first counted
 from the group's first side effect and each next one from the fresh worker's start; the
 victim of each is drawn on its own stream of the run's seed. Every entry of the kill log says
-which member was killed and which partitions it held then (a lab worker's own log lines; None
-for a command, which prints none). Imported only for N > 1, so M1's one-consumer runs do not
-load it (lab.provenance: a change here leaves their figures fresh).
+which member was killed and which partitions it held then, from the workers' own log lines
+(None when no worker of the run printed any: a command, or a1 and a2, which log no
+rebalances). Imported only for N > 1, so M1's one-consumer runs do not load it
+(lab.provenance: a change here leaves their figures fresh).
 """
 import contextlib
 import random
@@ -48,22 +49,24 @@ def kill_in_a_group(schedule: list[float], consumers: int, seed: int, start, don
     killed, and the exit codes of those that ended by themselves."""
     victims = random.Random(f"{seed}-victims")
     pool: list = [None] * consumers
-    log, counts, exited = [], {}, []
+    log, counts, exited, logs = [], {}, [], set()
     try:
         for slot in range(consumers):
             pool[slot] = start(slot + 1)
+            logs.add(pool[slot].log_path)
         if group_working(pool, group, topic):
             for k, life in enumerate(schedule, 1):
                 time.sleep(life)
                 slot = victims.randrange(consumers)
                 victim, pool[slot] = pool[slot], None  # its counts go into its own entry, once
-                held = sorted(victim.assignment) if not victim.command else None
+                held = sorted(victim.assignment)
                 exit_code = victim.proc.poll()
                 victim.kill()
                 log.append({**after_kill(k, life, victim, exit_code), "consumer": slot + 1, "held": held})
                 if done(log[-1]) or k == len(schedule):
                     break
                 pool[slot] = start(slot + 1)
+                logs.add(pool[slot].log_path)
     finally:
         for worker in filter(None, pool):
             if (code := worker.proc.poll()) is not None:
@@ -72,4 +75,7 @@ def kill_in_a_group(schedule: list[float], consumers: int, seed: int, start, don
                 worker.stop()
             for kind, n in worker.counts.items():
                 counts[kind] = counts.get(kind, 0) + n
+    if not any(path and harness.OWNERSHIP.search(path.read_text(errors="replace")) for path in logs):
+        for entry in log:  # nobody said what it held: not known, rather than nothing
+            entry["held"] = None
     return log, counts, exited
