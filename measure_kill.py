@@ -122,16 +122,12 @@ def run_once(variant: str, run: int, config: dict) -> dict:
         if config.get("consumers", 1) > 1:
             from lab.kill_group import kill_in_a_group  # only a group's runs load it (lab.provenance)
 
-            slot_logs = {}  # a place in the group keeps one log over the lives it saw
-
-            def slot_log(slot):
-                if slot not in slot_logs:
-                    slot_logs[slot] = harness.fresh_log(f"kill-{variant}-r{run}-w{slot}")
-                return slot_logs[slot]
-
+            # a place in the group keeps one log over the lives it saw
+            slot_logs = {slot: harness.fresh_log(f"kill-{variant}-r{run}-w{slot}")
+                         for slot in range(1, config["consumers"] + 1)}
             kill_log, survivors, exited = kill_in_a_group(
                 schedule, config["consumers"], seed,
-                start=lambda slot: harness.Worker(variant, space.topic, space.group, space.dsn, slot_log(slot), args),
+                start=lambda slot: harness.Worker(variant, space.topic, space.group, space.dsn, slot_logs[slot], args),
                 done=lambda entry: entry["applied"] >= len(events) or harness.lag(space.group, space.topic) == 0,
                 after_kill=after_kill, group=space.group, topic=space.topic)
         else:
@@ -258,7 +254,7 @@ def parse_args(argv=None):
     parser.add_argument("--kills", type=int, default=20)
     parser.add_argument("--life", type=nemesis.life_range, default=(1.0, 8.0), metavar="MIN,MAX",
                         help="seconds a worker lives after its first side effect (--consumers: a member, "
-                             "after the group's first side effect, then after the last kill's fresh worker started)")
+                             "after the group's first side effect, then after the kill before)")
     parser.add_argument("--session-timeout-ms", type=cli.session_timeout_ms(most=cli.DEFAULT_MAX_POLL_INTERVAL_MS),
                         default=6000)
     parser.add_argument("--batch", type=int, help="d and p: messages per transaction (default 500)")

@@ -8,7 +8,7 @@ expires), and a message the killed member applied without committing its offset 
 by whichever member gets its partition next.
 
 Schedule: the lives are the one-consumer schedule's (nemesis.kill_schedule), the first counted
-from the group's first side effect and each next one from the fresh worker's start; the
+from the group's first side effect and each next one from the kill before it; the
 victim of each is drawn on its own stream of the run's seed. Every entry of the kill log says
 which member was killed and which partitions it held then, from the workers' own log lines
 (None when no worker of the run printed any: a command, or a1 and a2, which log no
@@ -55,13 +55,15 @@ def kill_in_a_group(schedule: list[float], consumers: int, seed: int, start, don
             pool[slot] = start(slot + 1)
             logs.add(pool[slot].log_path)
         if group_working(pool, group, topic):
+            began = time.monotonic()
             for k, life in enumerate(schedule, 1):
-                time.sleep(life)
+                time.sleep(max(0.0, began + life - time.monotonic()))  # the bookkeeping since counts in it
                 slot = victims.randrange(consumers)
                 victim, pool[slot] = pool[slot], None  # its counts go into its own entry, once
                 held = sorted(victim.assignment)
                 exit_code = victim.proc.poll()
                 victim.kill()
+                began = time.monotonic()
                 log.append({**after_kill(k, life, victim, exit_code), "consumer": slot + 1, "held": held})
                 if done(log[-1]) or k == len(schedule):
                     break
