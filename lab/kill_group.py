@@ -8,11 +8,13 @@ expires), and a message the killed member applied without committing its offset 
 by whichever member gets its partition next.
 
 Schedule: the lives are the one-consumer schedule's (nemesis.kill_schedule), the first counted
-from the group's first side effect and each next one from the kill before it; the
-victim of each is drawn on its own stream of the run's seed. Every entry of the kill log says
-which member was killed and which partitions it held then, from the workers' own log lines
-(None when no worker of the run printed any: a command, or a1 and a2, which log no
-rebalances). Imported only for N > 1, so M1's one-consumer runs do not load it
+from the group's first side effect and each next one from the kill before it. The victim is
+drawn on its own stream of the run's seed among the members holding partitions: a kill of a
+member that holds nothing (every member, while an eager rebalance waits out the last victim's
+session) would test nothing, so when no member holds any at the end of a life, the kill waits
+for the rebalance to hand them out (the entry's waited_s). The workers' own log lines say what
+each holds; where none of them prints any (a command, or a1 and a2, which log no rebalances),
+any member may be drawn and the log's `held` is None. Imported only for N > 1, so M1's one-consumer runs do not load it
 (lab.provenance: a change here leaves their figures fresh).
 """
 import contextlib
@@ -40,6 +42,23 @@ def group_working(pool: list, group: str, topic: str, timeout_s: float = 120.0) 
     raise RuntimeError(f"{message}:\n{pool[0].log_tail()}")
 
 
+HOLDER_WAIT_S = 60.0  # well past a rebalance that waits out a killed member's session (M1's: 6 s)
+
+
+def victim(pool: list, victims: random.Random, known: bool) -> tuple[int, float]:
+    """The place of the member to kill, drawn among those holding partitions when `known` (some
+    worker of the run logs what it holds), waiting up to HOLDER_WAIT_S for one; and the seconds
+    waited. Any member, if none holds a partition by then, or nothing is known."""
+    start = time.monotonic()
+    while known:
+        if holding := [slot for slot, worker in enumerate(pool) if worker.assignment]:
+            return holding[victims.randrange(len(holding))], round(time.monotonic() - start, 3)
+        if time.monotonic() - start > HOLDER_WAIT_S or all(worker.proc.poll() is not None for worker in pool):
+            break
+        time.sleep(0.05)
+    return victims.randrange(len(pool)), round(time.monotonic() - start, 3)
+
+
 def kill_in_a_group(schedule: list[float], consumers: int, seed: int, start, done, after_kill, group: str,
                     topic: str) -> tuple[list[dict], dict, list[int]]:
     """start(slot) makes the worker of place `slot` (1..N); after_kill(k, life, worker, exit_code)
@@ -49,7 +68,7 @@ def kill_in_a_group(schedule: list[float], consumers: int, seed: int, start, don
     killed, and the exit codes of those that ended by themselves."""
     victims = random.Random(f"{seed}-victims")
     pool: list = [None] * consumers
-    log, counts, exited, logs = [], {}, [], set()
+    log, counts, exited, logs, known = [], {}, [], set(), False
     try:
         for slot in range(consumers):
             pool[slot] = start(slot + 1)
@@ -58,13 +77,15 @@ def kill_in_a_group(schedule: list[float], consumers: int, seed: int, start, don
             began = time.monotonic()
             for k, life in enumerate(schedule, 1):
                 time.sleep(max(0.0, began + life - time.monotonic()))  # the bookkeeping since counts in it
-                slot = victims.randrange(consumers)
-                victim, pool[slot] = pool[slot], None  # its counts go into its own entry, once
-                held = sorted(victim.assignment)
-                exit_code = victim.proc.poll()
-                victim.kill()
+                known = known or any(worker.assignment for worker in pool)
+                slot, waited = victim(pool, victims, known)
+                member, pool[slot] = pool[slot], None  # its counts go into its own entry, once
+                held = sorted(member.assignment)
+                exit_code = member.proc.poll()
+                member.kill()
                 began = time.monotonic()
-                log.append({**after_kill(k, life, victim, exit_code), "consumer": slot + 1, "held": held})
+                log.append({**after_kill(k, life, member, exit_code), "consumer": slot + 1, "held": held,
+                            "waited_s": waited})
                 if done(log[-1]) or k == len(schedule):
                     break
                 pool[slot] = start(slot + 1)

@@ -239,6 +239,18 @@ def conformance_section() -> str:
             + say("conformance", sources="; ".join(sources)) + "\n")
 
 
+def victims_rule(doc: dict) -> dict:
+    """How M1 in a group drew its victims: among the members holding partitions since lab/kill_group.py
+    has waited for one (its entries' waited_s), among all of them in files made before."""
+    entries = [k for r in doc["runs"] for k in r["kill_log"]]
+    waited = [k["waited_s"] for k in entries if k.get("waited_s")]
+    if not any("waited_s" in k for k in entries):
+        return {"victims": " among all the members"}
+    return {"victims": " among the members holding partitions where the workers log them (b, c, d, p; any member "
+                       "for a1, a2 and a command), a kill that found none holding any waiting for the rebalance to hand "
+                       f"them out ({len(waited)} of {len(entries)} kills waited, at most {max(waited, default=0):.1f} s)"}
+
+
 def reconnect_rows(doc: dict) -> list[Row]:
     """c, whose supervisor restarts it, beside c-reconnect, which reconnects in place: one row each, from its runs."""
     return [Row(f"{v}: {how}", None, mine, doc) for v, how in (("c", "stops; its supervisor starts it again"),
@@ -350,7 +362,8 @@ TABLES = [
         tot("Duplicate charges", "duplicates"), tot("Lost charges", "lost"),
         ("Leases run short / taken over", lambda e: f"{e.t['lease_short']} / {e.t['lease_taken_over']}"), EXACT]),
     Table("kill-group", "kill-consumers3.json", optional=True, command="python measure_kill.py --variant all "
-          "--consumers 3 --runs 5 --kills 20 --events 10000 --out results/kill-consumers3.json", columns=[
+          "--consumers 3 --runs 5 --kills 20 --events 10000 --out results/kill-consumers3.json", extra=victims_rule,
+          columns=[
         ("Variant", lambda e: VARIANT_NAMES[e.key]), RUNS, summed("Kills", "kills"),
         ("Of a member holding partitions", lambda e: "–" if any(k.get("held") is None for r in e.runs
                                                                  for k in r["kill_log"])  # a command's: not known

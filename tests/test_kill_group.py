@@ -99,13 +99,15 @@ def test_measure_kill_kills_one_member_of_three_at_a_time(variant):
     consumer, alone, exits right after the database commit of the 40th credit, before its offset
     commit; then three members share the group and each life ends with a SIGKILL of one of them.
     c credits the planted event once and every event once; b, the control on the same schedule,
-    credits the planted event again. Some victim held part of the topic when it was killed: the
-    kills landed on a group sharing the work, not on a lone consumer."""
+    credits the planted event again. Every victim held partitions when it was killed, and some
+    only part of the topic: the kills landed on members of a group sharing the work, not on a
+    lone consumer, nor on one the rebalance had left with nothing."""
     config = {"events": 3000, "partitions": 3, "work_ms": 5, "kills": 3, "life": (0.5, 1.5), "seed": 7,
               "session_timeout_ms": 2000, "heartbeat_interval_ms": 500, "consumers": 3, "planted_crash": 40}
     record = measure_kill.run_once(variant, 2, config)  # run 2: its logs are not test_kill.py's run 1's
     assert record["mid_stream_kills"] == 3, record["kill_log"]
     assert {entry["consumer"] for entry in record["kill_log"]} <= {1, 2, 3}, record["kill_log"]
+    assert all(entry["held"] for entry in record["kill_log"] if entry["exit_code"] is None), record["kill_log"]
     assert any(0 < len(entry["held"]) < 3 for entry in record["kill_log"]), record["kill_log"]
     if variant == "c":
         assert record["planted"]["ledger_rows"] == 1 and record["skipped"] >= 1, record
