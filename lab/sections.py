@@ -246,9 +246,9 @@ def victims_rule(doc: dict) -> dict:
     waited = [k["waited_s"] for k in entries if k.get("waited_s")]
     if not any("waited_s" in k for k in entries):
         return {"victims": " among all the members"}
-    return {"victims": " among the members holding partitions where the workers log them (b, c, d, p; any member "
-                       "for a1, a2 and a command), a kill that found none holding any waiting for the rebalance to hand "
-                       f"them out ({len(waited)} of {len(entries)} kills waited, at most {max(waited, default=0):.1f} s)"}
+    rule = (" among the members holding partitions where the workers log them (b, c, d, p; any member for a1, a2 and "
+            "a command), a kill that found none holding any waiting for the rebalance to hand them out")
+    return {"victims": f"{rule} ({len(waited)} of {len(entries)} kills waited, at most {max(waited, default=0):.1f} s)"}
 
 
 def reconnect_rows(doc: dict) -> list[Row]:
