@@ -15,6 +15,7 @@ from psycopg.conninfo import conninfo_to_dict
 
 from lab import harness, registry
 from lab.settings import ADMIN_DSN, BROKERS, DSN
+from tests import seeds
 
 
 @pytest.fixture(scope="session")
@@ -44,6 +45,11 @@ def kafka():
 @pytest.fixture(scope="session")
 def services(postgres, kafka):
     return postgres, kafka
+
+
+def pytest_configure(config):
+    if seeds.SHIFT is None:
+        raise pytest.UsageError(f"LAB_TEST_SEED={seeds.RAW!r}: give a whole number (LAB_TEST_SEED=100 make test)")
 
 
 def pytest_collection_modifyitems(config, items):

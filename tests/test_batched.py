@@ -15,6 +15,7 @@ from helpers import (
 )
 
 import measure_kill
+from tests.seeds import shifted
 from variants import consume_batched
 from variants.consume_batched import handle_batch
 
@@ -100,7 +101,7 @@ def test_a_hostile_batch_parks_each_bad_copy_alone_and_applies_the_rest_once(top
 @pytest.mark.parametrize("batch", [50])
 def test_batched_inbox_survives_hard_kills(batch):
     config = {"runs": 1, "kills": 3, "events": 6000, "partitions": 3, "work_ms": 2, "life": [0.5, 1.5],
-              "seed": 11, "session_timeout_ms": 2000, "heartbeat_interval_ms": 500, "batch": batch}
+              "seed": shifted(11), "session_timeout_ms": 2000, "heartbeat_interval_ms": 500, "batch": batch}
     record = measure_kill.run_once("d", 1, config)
     assert record["kills"] == 3, record["kill_log"]
     assert (record["duplicates"], record["lost"], record["unexpected"]) == (0, 0, 0)

@@ -14,6 +14,7 @@ import measure_rebalance
 from lab import stack
 from lab.settings import ROOT
 from lab.space import wait_until
+from tests.seeds import shifted
 
 pytestmark = pytest.mark.xdist_group("shared")  # the measurement lock: one worker, in turn
 
@@ -27,7 +28,7 @@ READS_ONLY = ("python -c \"import os; from confluent_kafka import Consumer; c = 
 def kill_schedule(command: str, out, events: int = 2000) -> dict:
     """Three SIGKILLs 0.5-1.5 s into each life, seed 7, on a command, from the command line."""
     args = measure_kill.parse_args(["--command", command, "--runs", "1", "--kills", "3", "--events", str(events),
-                                    "--partitions", "3", "--life", "0.5,1.5", "--seed", "7",
+                                    "--partitions", "3", "--life", "0.5,1.5", "--seed", str(shifted(7)),
                                     "--session-timeout-ms", "2000", "--out", str(out)])
     assert measure_kill.main(args) == 0
     document = json.loads(out.read_text())
@@ -109,7 +110,7 @@ def test_a_command_with_tables_of_its_own_is_prepared_once_and_may_write_them(tm
     out = tmp_path / "kill.json"
     args = measure_kill.parse_args(["--command", OWN_EFFECTS, "--schema", str(schema), "--effects",
                                     "SELECT event_id FROM my_effects;", "--runs", "1", "--kills", "2", "--events",
-                                    "3000", "--partitions", "3", "--life", "0.3,0.8", "--seed", "7",
+                                    "3000", "--partitions", "3", "--life", "0.3,0.8", "--seed", str(shifted(7)),
                                     "--out", str(out)])
     assert measure_kill.main(args) == 0
     document = json.loads(out.read_text())

@@ -8,12 +8,14 @@ import json
 import pytest
 
 from measurements import conformance
+from tests.seeds import shifted
 
 pytestmark = pytest.mark.xdist_group("shared")  # the measurement lock: one worker, in turn
 
 NAIVE = "python examples/python/naive_consume.py"
 # 1,000 credits to copy, 2,000 to kill three times, 0.5-1.5 s into each life
-SMALL = ["--scale", "0.5", "--kills", "3", "--life", "0.5,1.5", "--session-timeout-ms", "2000", "--seed", "7"]
+SMALL = ["--scale", "0.5", "--kills", "3", "--life", "0.5,1.5", "--session-timeout-ms", "2000",
+         "--seed", str(shifted(7))]
 
 
 def rows_of(command: str, checks: str, out, *more: str) -> dict:
@@ -125,9 +127,9 @@ def test_the_poison_battery_names_each_readable_id_once():
 
 
 def test_the_soak_schedule_is_seeded_and_ends_in_time():
-    config = {"seed": 3, "soak_minutes": 2.0, "soak_every_s": 20.0}
+    config = {"seed": shifted(3), "soak_minutes": 2.0, "soak_every_s": 20.0}
     plan = conformance.soak_plan(config)
-    assert plan == conformance.soak_plan(config) and plan != conformance.soak_plan({**config, "seed": 4})
+    assert plan == conformance.soak_plan(config) and plan != conformance.soak_plan({**config, "seed": shifted(4)})
     assert all(0 < at < 120 for at, _ in plan) and [at for at, _ in plan] == sorted(at for at, _ in plan)
     actions = [action for _, action in plan]
     assert set(actions) <= {"kill", *conformance.SOAK_FAULTS} and "kill" in actions

@@ -6,6 +6,7 @@ between the two commits and the safe variants' zeros would prove nothing."""
 import pytest
 
 from lab import harness, worker
+from tests.seeds import shifted
 
 EVENTS, CRASH_AFTER = 60, "cp-20"
 # A short session: the successor gets the dead worker's partitions seconds after the crash.
@@ -14,7 +15,7 @@ OPTIONS = {"d": ("--batch", 10), "p": ("--batch", 10), "k": ("--lanes", 4)}
 
 
 def crash_then_recover(variant, topic, group, dsn, admin, tmp_path) -> dict:
-    events = harness.make_events(EVENTS, prefix="cp", seed=4)
+    events = harness.make_events(EVENTS, prefix="cp", seed=shifted(4))
     harness.produce_events(topic, events)
     crashing = harness.Worker(variant, topic, group, dsn, tmp_path / "crashing.log",
                               (*SESSION, *OPTIONS.get(variant, ()), "--crash-after", CRASH_AFTER))

@@ -7,6 +7,7 @@ import pytest
 
 from lab import harness, worker
 from lab.checker import log_copies
+from tests.seeds import shifted
 from variants import consume_eos
 
 EVENTS = 20
@@ -15,7 +16,7 @@ ARGS = ("--every", 10, "--session-timeout-ms", 6000)
 
 @pytest.mark.parametrize("variant", ["e", "f"])
 def test_a_worker_dying_after_postgres_before_kafka(variant, topic, group, dsn, conn, tmp_path):
-    events = harness.make_events(EVENTS, prefix="eos", seed=5)
+    events = harness.make_events(EVENTS, prefix="eos", seed=shifted(5))
     harness.produce_events(topic, events)
     out = consume_eos.output_topic(topic)
     harness.create_topic(out)
@@ -67,7 +68,7 @@ def test_a_pass_cut_short_by_an_error_commits_no_offset_past_what_it_handled(top
     not at the consumer's position (everything fetched)."""
     import consume
 
-    events = harness.make_events(EVENTS, prefix="cut", seed=6)
+    events = harness.make_events(EVENTS, prefix="cut", seed=shifted(6))
     harness.produce_events(topic, events)
 
     def apply(conn, event_id, event):

@@ -8,6 +8,7 @@ from helpers import POISON, consuming, drained, read_all, send
 
 from lab import harness
 from lab.settings import PROVIDER_DSN
+from tests.seeds import shifted
 from variants import consume_external as ext
 from variants import provider
 
@@ -207,7 +208,7 @@ def test_every_kind_of_poison_is_parked_by_the_outbox_consumer_and_a_refusal_by_
 def test_keys_survive_hard_kills_and_crashes_around_the_call():
     from measurements import measure_external
 
-    config = {"events": 200, "kills": 3, "partitions": 3, "work_ms": 5, "life": [0.5, 1.0], "seed": 5,
+    config = {"events": 200, "kills": 3, "partitions": 3, "work_ms": 5, "life": [0.5, 1.0], "seed": shifted(5),
               "lease_s": 1.0, "crash_every": 25, "crash_before_every": 23, "session_timeout_ms": 2000}
     record = measure_external.run_once("keys", 1, config)
     assert record["crashed_after_call"] + record["crashed_before_call"] >= 1, record["kill_log"]
@@ -223,7 +224,7 @@ def test_a_final_consumer_that_exits_on_an_unanswered_call_is_started_again():
     Before afd9242 that consumer was not started again and they were counted as lost."""
     from measurements import measure_external
 
-    config = {"events": 300, "kills": 1, "partitions": 3, "work_ms": 5, "life": [0.3, 0.5], "seed": 5,
+    config = {"events": 300, "kills": 1, "partitions": 3, "work_ms": 5, "life": [0.3, 0.5], "seed": shifted(5),
               "lease_s": 1.0, "crash_every": 10_000, "crash_before_every": 10_000, "session_timeout_ms": 2000,
               "hold_provider_in_recovery": True}
     record = measure_external.run_once("keys", 1, config)

@@ -5,12 +5,13 @@ but their own run (partitions, a share lock's expiry) are in test_faults_cut.py.
 import pytest
 
 from measurements import measure_faults
+from tests.seeds import shifted
 
 # serial: a Postgres or broker restart would fail whatever else runs on the stack meanwhile
 pytestmark = [pytest.mark.usefixtures("services"), pytest.mark.slow, pytest.mark.serial]
 
 CONFIG = {"events": 800, "partitions": 6, "work_ms": 10, "faults": 1, "every_s": 2, "outage_s": 8,
-          "session_timeout_ms": 3000, "max_poll_interval_ms": 5000, "batch": 50, "seed": 1,
+          "session_timeout_ms": 3000, "max_poll_interval_ms": 5000, "batch": 50, "seed": shifted(1),
           # share-lock: one handler (event 500) outlives a 2 s lock by 2 s
           "lock_ms": 2000, "overrun_s": 2, "slow_every": 500, "max_poll_records": 1, "one_record_batches": True}
 # A broker restart meets a commit in flight only when the group moves the partition before a

@@ -15,12 +15,13 @@ from psycopg import sql
 from lab import nemesis, stack
 from lab.pgproxy import CommitReplyDropper
 from measurements import measure_faults_more
+from tests.seeds import shifted
 
 pytestmark = pytest.mark.usefixtures("services")
 
 CONFIG = {"events": 400, "partitions": 6, "work_ms": 10, "faults": 1, "every_s": 2, "pause_s": 5, "outage_s": 3,
           "stop_deadline_s": 30, "idle_tx_timeout_ms": 0, "session_timeout_ms": 3000, "max_poll_interval_ms": 5000,
-          "batch": 50, "seed": 1, "forgotten": 0.0, "delete_group": True}
+          "batch": 50, "seed": shifted(1), "forgotten": 0.0, "delete_group": True}
 # pause-consumer lands while a consumer is stalled inside a credit's transaction (1 s on every
 # 100th event's first handling), so that the pause holds the inbox row's lock: by construction.
 # The fault comes due early (every_s: 0.25-0.75 s after both consumers applied a credit), when a

@@ -5,6 +5,7 @@ import json
 import pytest
 
 import measure_kill
+from tests.seeds import shifted
 
 pytestmark = pytest.mark.xdist_group("shared")  # the measurement lock: one worker, in turn
 
@@ -12,8 +13,8 @@ pytestmark = pytest.mark.xdist_group("shared")  # the measurement lock: one work
 def kill_schedule(variant: str, out) -> dict:
     """Three SIGKILLs 0.5-1.5 s into each life, seed 7, from measure_kill.py's command line."""
     args = measure_kill.parse_args(["--variant", variant, "--runs", "1", "--kills", "3", "--events", "400",
-                                    "--partitions", "3", "--work-ms", "5", "--life", "0.5,1.5", "--seed", "7",
-                                    "--session-timeout-ms", "2000", "--out", str(out)])
+                                    "--partitions", "3", "--work-ms", "5", "--life", "0.5,1.5",
+                                    "--seed", str(shifted(7)), "--session-timeout-ms", "2000", "--out", str(out)])
     assert measure_kill.main(args) == 0
     record = json.loads(out.read_text())["runs"][0]
     assert record["kills"] == 3, record["kill_log"]
@@ -50,7 +51,7 @@ def test_the_posts_planted_crash_credits_once_with_the_inbox_and_twice_without(v
     """--planted-crash (make demo): the first life exits right after the DB commit of its 40th
     credit, before its offset commit; the next life gets that message again. c skips it; b, the
     control, credits it a second time, or the crash never landed between the two commits."""
-    config = {"events": 300, "partitions": 3, "work_ms": 5, "kills": 1, "life": (0.5, 1.0), "seed": 7,
+    config = {"events": 300, "partitions": 3, "work_ms": 5, "kills": 1, "life": (0.5, 1.0), "seed": shifted(7),
               "session_timeout_ms": 2000, "planted_crash": 40}
     record = measure_kill.run_once(variant, 1, config)
     assert record["planted"]["exit_code"] == 3, record
@@ -68,7 +69,7 @@ def test_a_worker_that_exits_by_itself_is_a_crash_not_a_kill():
     # One partition, so event r1-40 comes about 0.4 s into the first life, long before its
     # kill at 3 s: that worker exits by itself (a planted crash right after the DB commit),
     # and the run must say so instead of counting a kill that never landed.
-    config = {"events": 300, "partitions": 1, "work_ms": 10, "kills": 2, "life": (3.0, 3.0), "seed": 7,
+    config = {"events": 300, "partitions": 1, "work_ms": 10, "kills": 2, "life": (3.0, 3.0), "seed": shifted(7),
               "session_timeout_ms": 2000, "crash_after": "r1-40"}
     record = measure_kill.run_once("c", 1, config)
     assert record["crashes"] == [3], record["kill_log"]

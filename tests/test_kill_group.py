@@ -15,6 +15,7 @@ import pytest
 
 import measure_kill
 from lab import checker, harness, worker
+from tests.seeds import shifted
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("services")]
 
@@ -75,7 +76,7 @@ def group_under_kills(variant: str, seed: int) -> tuple[int, dict, int]:
         return landed, harness.verdict_of(events, space.admin), counts.get("skipped", 0)
 
 
-@pytest.mark.parametrize("variant, seed", [("c", 21), ("d", 22), ("p", 23)])
+@pytest.mark.parametrize("variant, seed", [("c", shifted(21)), ("d", shifted(22)), ("p", shifted(23))])
 def test_a_group_whose_members_are_killed_one_at_a_time_credits_each_event_once(variant, seed):
     landed, verdict, skipped = group_under_kills(variant, seed)
     assert landed >= 2, "the topic ran out before the kills: nothing was in flight"
@@ -102,7 +103,7 @@ def test_measure_kill_kills_one_member_of_three_at_a_time(variant):
     credits the planted event again. Every victim held partitions when it was killed, and some
     only part of the topic: the kills landed on members of a group sharing the work, not on a
     lone consumer, nor on one the rebalance had left with nothing."""
-    config = {"events": 3000, "partitions": 3, "work_ms": 5, "kills": 3, "life": (0.5, 1.5), "seed": 7,
+    config = {"events": 3000, "partitions": 3, "work_ms": 5, "kills": 3, "life": (0.5, 1.5), "seed": shifted(7),
               "session_timeout_ms": 2000, "heartbeat_interval_ms": 500, "consumers": 3, "planted_crash": 40}
     record = measure_kill.run_once(variant, 2, config)  # run 2: its logs are not test_kill.py's run 1's
     assert record["mid_stream_kills"] == 3, record["kill_log"]

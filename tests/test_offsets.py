@@ -15,6 +15,7 @@ import publish
 from lab import harness, worker
 from lab.faults.topic_recreated import recreate_topic
 from lab.settings import BROKERS, SUPERUSER_DSN
+from tests.seeds import shifted
 from variants import consume_offsets
 
 CONSUMER_TABLES = ("processed_messages", "ledger", "consumer_offsets")
@@ -32,7 +33,7 @@ def fetch(topic: str, count: int) -> list:
 
 
 def test_the_offset_commits_with_the_inbox_row_or_not_at_all(topic, dsn, conn):
-    harness.produce_events(topic, harness.make_events(2, prefix="oc", seed=1))
+    harness.produce_events(topic, harness.make_events(2, prefix="oc", seed=shifted(1)))
     first, second = fetch(topic, 2)
     with psycopg.connect(dsn, autocommit=True) as own:
         assert consume_offsets.process_and_record(own, first, publish.make_producer(), consume.handle_once,
@@ -56,7 +57,7 @@ def run_in_thread(target, **kwargs):
 
 
 def test_a_start_seeks_to_the_databases_offset_not_kafkas(topic, group, dsn, conn, schema):
-    events = harness.make_events(10, prefix="os", seed=2)
+    events = harness.make_events(10, prefix="os", seed=shifted(2))
     harness.produce_events(topic, events)
     committer = Consumer({"bootstrap.servers": BROKERS, "group.id": group, "enable.auto.commit": False})
     committer.commit(offsets=[TopicPartition(topic, 0, 2)], asynchronous=False)  # Kafka says: from offset 2
@@ -88,7 +89,7 @@ def slow_credit(conn, event_id, event):
 def test_a_database_that_forgets_a_tail(variant, topic, group, schema, conn):
     """o reads the forgotten tail again and applies each of it once; c, whose offsets Kafka
     holds, never sees it again."""
-    events = harness.make_events(300, prefix="of", seed=3)
+    events = harness.make_events(300, prefix="of", seed=shifted(3))
     harness.produce_events(topic, events)
     name = harness.unique("forgetful")
     dsn = make_conninfo(harness.scoped_dsn(schema), application_name=name)
@@ -128,7 +129,7 @@ def test_a_database_that_forgets_a_tail(variant, topic, group, schema, conn):
 def test_kafkas_lag_catches_up_with_the_database_without_a_new_message(topic, group, dsn, conn):
     """The database says everything is handled, Kafka's last commit says otherwise (a commit
     lost in an eviction): the next owner reads nothing, and still Kafka's lag ends at 0."""
-    harness.produce_events(topic, harness.make_events(10, prefix="ol", seed=4))
+    harness.produce_events(topic, harness.make_events(10, prefix="ol", seed=shifted(4)))
     committer = Consumer({"bootstrap.servers": BROKERS, "group.id": group, "enable.auto.commit": False})
     committer.commit(offsets=[TopicPartition(topic, 0, 9)], asynchronous=False)
     committer.close()
@@ -149,7 +150,8 @@ def test_a_topic_deleted_and_created_again_is_read_from_its_beginning(topic, gro
     # never read its first 10 events; keyed by the topic's ID, the new log has no row and is
     # read from its beginning.
     admin = harness.scoped_dsn(schema, harness.ADMIN_DSN)
-    before, after = harness.make_events(10, prefix="old", seed=5), harness.make_events(25, prefix="new", seed=6)
+    before = harness.make_events(10, prefix="old", seed=shifted(5))
+    after = harness.make_events(25, prefix="new", seed=shifted(6))
     harness.produce_events(topic, before)
     stop, thread = run_in_thread(consume_offsets.run_with_offsets, topic=topic, group=group, dsn=dsn)
     try:

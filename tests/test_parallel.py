@@ -9,6 +9,7 @@ import measure_kill
 import measure_rebalance
 from lab import harness
 from publish import make_producer, publish
+from tests.seeds import shifted
 from variants import consume_parallel
 from variants.consume_parallel import Window
 
@@ -109,7 +110,7 @@ def run_in_thread(topic, group, dsn, **options):
 @pytest.mark.parametrize("lanes, window, count", [(8, 500, 900), (3, 4, 120)], ids=["wide", "window-of-4"])
 def test_every_event_once_and_each_account_in_order(lanes, window, count, group, dsn, conn, kafka):
     topic = harness.create_topic(f"test.k.{harness.unique('t')}", partitions=3)
-    events = harness.make_events(count, "k", accounts=12, seed=3)
+    events = harness.make_events(count, "k", accounts=12, seed=shifted(3))
     harness.produce_events(topic, events)
     stop, thread = run_in_thread(topic, group, dsn, lanes=lanes, window=window)
     try:
@@ -148,7 +149,7 @@ def test_poison_in_the_window_is_dead_lettered_and_passed(topic, group, dsn, con
 @pytest.mark.usefixtures("services")
 def test_k_survives_hard_kills_in_order():
     config = {"runs": 1, "kills": 3, "events": 3000, "partitions": 3, "work_ms": 5, "life": [0.5, 1.5],
-              "seed": 13, "session_timeout_ms": 2000, "heartbeat_interval_ms": 500, "lanes": 8}
+              "seed": shifted(13), "session_timeout_ms": 2000, "heartbeat_interval_ms": 500, "lanes": 8}
     record = measure_kill.run_once("k", 1, config)
     assert record["kills"] == 3, record["kill_log"]
     assert (record["duplicates"], record["lost"], record["unexpected"]) == (0, 0, 0)
@@ -161,7 +162,7 @@ def test_k_with_a_handler_that_outlives_max_poll_loses_and_duplicates_nothing():
     """M2's stall, under k: the stall is in a lane, the poll loop goes on, so the member is not
     evicted for it; whatever the rebalances of the run do, every credit lands once, in order."""
     config = {"events": 20, "consumers": 2, "partitions": 2, "slow_every": 15, "slow_seconds": 5,
-              "max_poll_interval_ms": 3000, "session_timeout_ms": 2000, "work_ms": 5, "seed": 3, "lanes": 4,
+              "max_poll_interval_ms": 3000, "session_timeout_ms": 2000, "work_ms": 5, "seed": shifted(3), "lanes": 4,
               "group_protocol": "classic"}
     record = measure_rebalance.run_once("k", 1, config)
     assert record["stalls"] == 1, record["examples"]
@@ -176,7 +177,7 @@ def test_k_reads_a_partition_it_gave_up_while_paused_once_it_has_it_back(group, 
     given: without both (tried by hand), A never reads those two again and this test times out.
     (Under the eager protocol the pause did not survive the rebalance here.)"""
     topic = harness.create_topic(f"test.k.{harness.unique('t')}", partitions=4)
-    harness.produce_events(topic, harness.make_events(200, "p", accounts=8, seed=9))
+    harness.produce_events(topic, harness.make_events(200, "p", accounts=8, seed=shifted(9)))
     release, started, b_reads = threading.Event(), threading.Event(), threading.Event()
 
     def held_credit(c, event_id, event):
@@ -202,7 +203,7 @@ def test_k_reads_a_partition_it_gave_up_while_paused_once_it_has_it_back(group, 
         stop_b.set()
         b.join(60)  # B leaves the group: A is given its partitions back
         release.set()
-        harness.produce_events(topic, harness.make_events(200, "q", accounts=8, seed=10))  # to every partition
+        harness.produce_events(topic, harness.make_events(200, "q", accounts=8, seed=shifted(10)))  # to every partition
         drained(group, topic)
     finally:
         release.set()

@@ -20,6 +20,7 @@ from helpers import (
 
 import measure_kill
 import measure_rebalance
+from tests.seeds import shifted
 from variants import consume_batched, consume_pipelined
 from variants.consume_pipelined import claim_and_credit
 
@@ -235,7 +236,7 @@ def test_a_hostile_batch_parks_each_bad_copy_alone_and_applies_the_rest_once(con
 @pytest.mark.usefixtures("services")
 def test_pipelined_inbox_survives_hard_kills():
     config = {"runs": 1, "kills": 2, "events": 4000, "partitions": 3, "work_ms": 2, "life": [0.5, 1.5],
-              "seed": 12, "session_timeout_ms": 2000, "heartbeat_interval_ms": 500, "batch": 50}
+              "seed": shifted(12), "session_timeout_ms": 2000, "heartbeat_interval_ms": 500, "batch": 50}
     record = measure_kill.run_once("p", 1, config)
     assert record["kills"] == 2, record["kill_log"]
     assert (record["duplicates"], record["lost"], record["unexpected"]) == (0, 0, 0)
@@ -250,7 +251,7 @@ def test_a_stalled_batch_beside_a_rebalance_writes_nothing_twice():
     join revokes partitions whose batch is still in flight. Whoever ends up with it, each
     credit lands once."""
     config = {"events": 20, "consumers": 2, "partitions": 2, "slow_every": 15, "slow_seconds": 5,
-              "max_poll_interval_ms": 3000, "session_timeout_ms": 2000, "work_ms": 5, "seed": 3, "batch": 10,
+              "max_poll_interval_ms": 3000, "session_timeout_ms": 2000, "work_ms": 5, "seed": shifted(3), "batch": 10,
               "group_protocol": "classic"}
     record = measure_rebalance.run_once("p", 1, config)
     assert record["stalls"] == 1, record["examples"]

@@ -7,6 +7,7 @@ from confluent_kafka import Consumer, TopicPartition
 
 from lab import harness, worker
 from lab.settings import BROKERS
+from tests.seeds import shifted
 
 
 @pytest.fixture
@@ -15,7 +16,7 @@ def admin(schema):
 
 
 def test_a_run_that_loses_events_is_recorded_with_them_lost(topic, group, dsn, admin, tmp_path):
-    events = harness.make_events(30, prefix="gone", seed=1)
+    events = harness.make_events(30, prefix="gone", seed=shifted(1))
     harness.produce_events(topic, events)
     skipper = Consumer({"bootstrap.servers": BROKERS, "group.id": group, "enable.auto.commit": False})
     skipper.commit(offsets=[TopicPartition(topic, 0, 10)], asynchronous=False)  # the group starts past ten
@@ -31,7 +32,7 @@ def test_a_run_that_loses_events_is_recorded_with_them_lost(topic, group, dsn, a
 
 
 def test_a_worker_that_ends_on_its_own_is_recorded_as_crashed(topic, group, dsn, admin, tmp_path):
-    events = harness.make_events(30, prefix="crash", seed=2)
+    events = harness.make_events(30, prefix="crash", seed=shifted(2))
     harness.produce_events(topic, events)
     crashing = harness.Worker("c", topic, group, dsn, tmp_path / "c.log", ("--crash-after", "crash-5"))
     try:

@@ -11,6 +11,7 @@ import pytest
 import measure_kill
 from lab import harness, registry
 from lab.settings import ROOT
+from tests.seeds import shifted
 
 
 def test_every_declared_variant_names_a_function_its_module_defines():
@@ -118,7 +119,7 @@ def test_a_throwaway_variant_in_a_file_of_its_own_runs_through_m1(tmp_path, monk
     registry.add_file(path)
     try:
         assert registry.get("throwaway-c").path == str(path.resolve())
-        config = {"events": 300, "partitions": 3, "work_ms": 5, "kills": 2, "life": (0.5, 1.5), "seed": 7,
+        config = {"events": 300, "partitions": 3, "work_ms": 5, "kills": 2, "life": (0.5, 1.5), "seed": shifted(7),
                   "session_timeout_ms": 2000}
         record = measure_kill.run_once("throwaway-c", 1, config)
         assert record["kills"] == 2, record["kill_log"]

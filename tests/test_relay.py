@@ -9,6 +9,7 @@ import publish
 from lab import harness, publishing
 from lab.checker import log_copies
 from lab.settings import PUBLISHER_DSN
+from tests.seeds import shifted
 from variants import relay
 
 
@@ -29,7 +30,7 @@ def publisher(schema):
 
 
 def test_a_relay_dying_after_the_acks_publishes_again_and_loses_nothing(topic, publisher, conn):
-    events = harness.make_events(25, prefix="out", seed=7)
+    events = harness.make_events(25, prefix="out", seed=shifted(7))
     fill(publisher, topic, events)
     producer = publish.make_producer()
 
@@ -48,7 +49,7 @@ def test_a_relay_dying_after_the_acks_publishes_again_and_loses_nothing(topic, p
 
 
 def test_two_relays_claim_disjoint_rows_without_waiting(topic, publisher, conn, schema):
-    fill(publisher, topic, harness.make_events(20, prefix="two", seed=8))
+    fill(publisher, topic, harness.make_events(20, prefix="two", seed=shifted(8)))
     with psycopg.connect(harness.scoped_dsn(schema, PUBLISHER_DSN)) as other:
         held = other.execute("SELECT id FROM events_outbox ORDER BY id LIMIT 5 FOR UPDATE").fetchall()
         # lock_timeout: a wait on the other relay's rows would fail this instead of hanging it.
@@ -60,7 +61,7 @@ def test_two_relays_claim_disjoint_rows_without_waiting(topic, publisher, conn, 
 
 
 def test_the_applications_retry_resends_only_what_has_no_acknowledgement(topic, tmp_path):
-    events = harness.make_events(12, prefix="jr", seed=9)
+    events = harness.make_events(12, prefix="jr", seed=shifted(9))
     journal = tmp_path / "acked"
     journal.write_text("".join(f"{event_id}\n" for event_id, _ in events[:8]))
     acked = publishing.publish_journaled(publish.make_producer(), topic, events, journal)
@@ -72,7 +73,7 @@ def test_the_applications_retry_resends_only_what_has_no_acknowledgement(topic, 
 def test_measure_publish_relay_run_counts_copies_and_c_applies_each_once(services):
     from measurements import measure_publish
 
-    config = {"events": 600, "partitions": 2, "seed": 1, "rate": 2000.0, "kills": 1, "life": [0.5, 0.5],
+    config = {"events": 600, "partitions": 2, "seed": shifted(1), "rate": 2000.0, "kills": 1, "life": [0.5, 0.5],
               "planted": 2, "batch": 500}
     record = measure_publish.run_once("relay", "on", "c", 1, config)
     assert record["log_copies"] >= 1  # each planted crash republishes its batch

@@ -5,10 +5,11 @@ import pytest
 
 from lab import registry
 from measurements import measure_publish
+from tests.seeds import shifted
 from variants import shortcuts
 
 STATE_TABLE = registry.setup_sql("upsert")  # what the harness makes for these variants
-RELAY = {"events": 600, "partitions": 2, "seed": 1, "rate": 2000.0, "kills": 1, "life": [0.5, 0.5],
+RELAY = {"events": 600, "partitions": 2, "seed": shifted(1), "rate": 2000.0, "kills": 1, "life": [0.5, 0.5],
          "planted": 2, "batch": 500}
 
 

@@ -11,6 +11,7 @@ import consume
 import measure_throughput
 from lab import against, harness, results
 from measurements import measure_latency
+from tests.seeds import shifted
 
 pytestmark = pytest.mark.xdist_group("shared")  # the measurement lock, the kept inboxes: one worker, in turn
 
@@ -67,7 +68,8 @@ def test_cpu_is_read_per_thread_from_proc():
 @pytest.mark.slow
 @pytest.mark.usefixtures("services")
 def test_latency_run_measures_every_credit_from_its_record_to_its_row():
-    record = measure_latency.run_once("p", 1, {"seconds": 1, "partitions": 2, "seed": 1, "batch": 50}, rate=100.0)
+    config = {"seconds": 1, "partitions": 2, "seed": shifted(1), "batch": 50}
+    record = measure_latency.run_once("p", 1, config, rate=100.0)
     assert (record["events"], record["duplicates"], record["lost"], record["balances_exact"]) == (100, 0, 0, True)
     assert 0 < record["p50_ms"] <= record["p99_ms"] <= record["max_ms"]
 
@@ -75,7 +77,8 @@ def test_latency_run_measures_every_credit_from_its_record_to_its_row():
 @pytest.mark.slow
 @pytest.mark.usefixtures("services")
 def test_a_load_is_offered_as_a_fraction_of_the_capacity_measured_just_before():
-    config = {"seconds": 1, "partitions": 2, "seed": 1, "batch": 50, "capacity_events": 400, "capacity_events_of": {}}
+    config = {"seconds": 1, "partitions": 2, "seed": shifted(1), "batch": 50, "capacity_events": 400,
+              "capacity_events_of": {}}
     record = measure_latency.run_once("d", 1, config, load=0.25)
     assert record["capacity_per_s"] > 0 and abs(record["rate"] - 0.25 * record["capacity_per_s"]) <= 0.1
     assert abs(record["events"] - record["rate"]) <= 1 and (record["duplicates"], record["lost"]) == (0, 0)

@@ -9,6 +9,7 @@ import pytest
 
 import measure_kill
 import measure_rebalance
+from tests.seeds import shifted
 
 pytestmark = pytest.mark.xdist_group("shared")  # the measurement lock: one worker, in turn
 
@@ -26,7 +27,7 @@ def kill_schedule(command: str, out) -> dict:
     """Three SIGKILLs 1-2 s into each life (a JVM takes a moment to start), seed 7."""
     args = measure_kill.parse_args(["--command", command, "--version-command", f"{command} --version",
                                     "--runs", "1", "--kills", "3", "--events", "4000", "--partitions", "3",
-                                    "--life", "1,2", "--seed", "7", "--session-timeout-ms", "3000",
+                                    "--life", "1,2", "--seed", str(shifted(7)), "--session-timeout-ms", "3000",
                                     "--out", str(out)])
     assert measure_kill.main(args) == 0
     document = json.loads(out.read_text())

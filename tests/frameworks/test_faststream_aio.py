@@ -36,6 +36,7 @@ import measure_kill
 from lab import harness, space
 from lab.settings import BROKERS
 from publish import make_producer
+from tests.seeds import shifted
 from variants.consume_faststream import raw_body
 
 DEADLINE_S = 30.0  # every wait is bounded by this; none decides the outcome by running out
@@ -144,7 +145,7 @@ def test_ack_first_auto_commit_passes_a_handler_still_running(topic, group):
     assert seen["committed"] == N + 2, seen  # past N+1, whose handler never finished: with a kill now, lost
 
 
-KILLS = {"events": 1500, "partitions": 3, "work_ms": 5, "kills": 4, "life": (1.0, 2.5), "seed": 11,
+KILLS = {"events": 1500, "partitions": 3, "work_ms": 5, "kills": 4, "life": (1.0, 2.5), "seed": shifted(11),
          "session_timeout_ms": 6000}
 
 

@@ -41,6 +41,7 @@ import measure_kill
 from lab import harness
 from lab.settings import BROKERS
 from publish import make_producer
+from tests.seeds import shifted
 from variants.consume_faststream import raw_body
 from variants.consume_faststream_fixed import NO_STORE_ON_POLL, store_handled
 
@@ -214,7 +215,7 @@ def test_the_control_with_the_fix_the_commit_stops_at_the_handler_still_running(
 @pytest.mark.slow
 @pytest.mark.usefixtures("services")
 def test_fs_inbox_fixed_under_hard_kills_neither_duplicates_nor_loses():
-    config = {"events": 800, "partitions": 3, "work_ms": 5, "kills": 4, "life": (1.0, 2.5), "seed": 11,
+    config = {"events": 800, "partitions": 3, "work_ms": 5, "kills": 4, "life": (1.0, 2.5), "seed": shifted(11),
               "session_timeout_ms": 6000}
     record = measure_kill.run_once("fs-inbox-fixed", 1, config)
     assert record["kills"] >= 1 and record["crashes"] == [], record["kill_log"]
@@ -232,8 +233,8 @@ def test_fs_inbox_fixed_a_crash_after_the_database_replays_into_the_inbox(topic,
     assert verdict["skipped"] >= 1, verdict
 
 
-RESTART_IN_EACH_LIFE = {"events": 1500, "partitions": 3, "work_ms": 5, "kills": 3, "life": (1.0, 2.0), "seed": 7,
-                        "session_timeout_ms": 6000, "faults": ["pg-restart"]}
+RESTART_IN_EACH_LIFE = {"events": 1500, "partitions": 3, "work_ms": 5, "kills": 3, "life": (1.0, 2.0),
+                        "seed": shifted(7), "session_timeout_ms": 6000, "faults": ["pg-restart"]}
 
 
 @pytest.mark.slow

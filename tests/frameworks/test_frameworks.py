@@ -16,6 +16,7 @@ from test_crash_points import crash_then_recover
 
 import measure_kill
 from lab import harness
+from tests.seeds import shifted
 
 pytestmark = pytest.mark.slow
 
@@ -38,7 +39,7 @@ def test_a_crash_after_the_database_before_the_framework_commits(variant, duplic
 def test_the_safe_ones_under_a_short_kill_schedule(variant):
     # Quix's first effect is its first checkpoint (every 5 s), so a life there writes one
     # checkpoint and is killed inside the next: the topic may drain before the third kill.
-    config = {"events": 1500, "partitions": 3, "work_ms": 5, "kills": 3, "life": (1.0, 2.5), "seed": 11,
+    config = {"events": 1500, "partitions": 3, "work_ms": 5, "kills": 3, "life": (1.0, 2.5), "seed": shifted(11),
               "session_timeout_ms": 6000}
     record = measure_kill.run_once(variant, 1, config)
     assert record["kills"] >= 1 and record["crashes"] == [], record["kill_log"]

@@ -16,6 +16,7 @@ from test_crash_points import crash_then_recover
 
 import measure_kill
 from lab import harness
+from tests.seeds import shifted
 
 pytestmark = pytest.mark.slow
 
@@ -35,7 +36,7 @@ def test_a_crash_after_the_sinks_commit_credits_each_event_once(variant, topic, 
 def test_hard_kills_leave_no_duplicate_no_loss_and_exact_balances(variant):
     # Quix's first effect is its first checkpoint (every 5 s), so each life writes one checkpoint
     # and is killed inside the next; 20 ms a message keeps the topic from draining in one.
-    config = {"events": 600, "partitions": 3, "work_ms": 20, "kills": 3, "life": (1.0, 2.5), "seed": 11,
+    config = {"events": 600, "partitions": 3, "work_ms": 20, "kills": 3, "life": (1.0, 2.5), "seed": shifted(11),
               "session_timeout_ms": 6000}
     record = measure_kill.run_once(variant, 1, config)
     assert record["kills"] >= 1 and record["crashes"] == [], record["kill_log"]
