@@ -9,12 +9,14 @@ by whichever member gets its partition next.
 
 Schedule: the lives are the one-consumer schedule's (nemesis.kill_schedule), the first counted
 from the group's first side effect and each next one from the kill before it. The victim is
-drawn on its own stream of the run's seed among the members holding partitions: a kill of a
-member that holds nothing (every member, while an eager rebalance waits out the last victim's
-session) would test nothing, so when no member holds any at the end of a life, the kill waits
-for the rebalance to hand them out (the entry's waited_s). The workers' own log lines say what
-each holds; where none of them prints any (a command, or a1 and a2, which log no rebalances),
-any member may be drawn and the log's `held` is None. Imported only for N > 1, so M1's one-consumer runs do not load it
+drawn on its own stream of the run's seed (one draw a kill, so a seed gives the same draws
+whatever the timing), and moved on round the group to the next member holding partitions: a
+kill of a member that holds nothing (every member, while an eager rebalance waits out the last
+victim's session) would test nothing, so when no member holds any at the end of a life, the
+kill waits for the rebalance to hand them out (the entry's waited_s; the life counts without
+it). The workers' own log lines say what each holds; where none of them prints any (a
+command, or a1 and a2, which log no rebalances), the drawn member is killed and the log's
+`held` is None. Imported only for N > 1, so M1's one-consumer runs do not load it
 (lab.provenance: a change here leaves their figures fresh).
 """
 import contextlib
@@ -45,18 +47,33 @@ def group_working(pool: list, group: str, topic: str, timeout_s: float = 120.0) 
 HOLDER_WAIT_S = 60.0  # well past a rebalance that waits out a killed member's session (M1's: 6 s)
 
 
-def victim(pool: list, victims: random.Random, known: bool) -> tuple[int, float]:
-    """The place of the member to kill, drawn among those holding partitions when `known` (some
-    worker of the run logs what it holds), waiting up to HOLDER_WAIT_S for one; and the seconds
-    waited. Any member, if none holds a partition by then, or nothing is known."""
-    start = time.monotonic()
-    while known:
-        if holding := [slot for slot, worker in enumerate(pool) if worker.assignment]:
-            return holding[victims.randrange(len(holding))], round(time.monotonic() - start, 3)
-        if time.monotonic() - start > HOLDER_WAIT_S or all(worker.proc.poll() is not None for worker in pool):
-            break
+def logs_ownership(pool: list) -> bool:
+    """Whether the run's workers say what they hold: an assignment in hand, or a line of one in
+    any member's log (a1, a2 and a command print none)."""
+    return any(worker.assignment for worker in pool) or any(
+        worker.log_path and harness.OWNERSHIP.search(worker.log_path.read_text(errors="replace")) for worker in pool)
+
+
+def victim(pool: list, draw: int, known: bool) -> tuple[int, list[int], float]:
+    """The place of the member to kill, the partitions it held then, and the seconds waited for
+    it. `draw` is this kill's place on the seed's stream: that member, or the next one round
+    that holds partitions, waiting up to HOLDER_WAIT_S for one while a rebalance has handed out
+    nothing. A lab worker that exited by itself goes first (nothing restarts it; its entry
+    records the exit and a fresh worker takes its place). When `known` is False (the workers
+    say nothing of what they hold), the member at `draw`."""
+    start, order = time.monotonic(), [(draw + i) % len(pool) for i in range(len(pool))]
+    while True:
+        waited = round(time.monotonic() - start, 3)
+        if exited := [slot for slot in order if not pool[slot].command and pool[slot].proc.poll() is not None]:
+            return exited[0], sorted(pool[exited[0]].assignment), waited
+        if not known:
+            return draw, sorted(pool[draw].assignment), waited
+        for slot in order:
+            if held := pool[slot].assignment:  # one read: the reader thread replaces the set, never changes it
+                return slot, sorted(held), waited
+        if waited > HOLDER_WAIT_S:
+            return draw, [], waited
         time.sleep(0.05)
-    return victims.randrange(len(pool)), round(time.monotonic() - start, 3)
 
 
 def kill_in_a_group(schedule: list[float], consumers: int, seed: int, start, done, after_kill, group: str,
@@ -77,10 +94,9 @@ def kill_in_a_group(schedule: list[float], consumers: int, seed: int, start, don
             began = time.monotonic()
             for k, life in enumerate(schedule, 1):
                 time.sleep(max(0.0, began + life - time.monotonic()))  # the bookkeeping since counts in it
-                known = known or any(worker.assignment for worker in pool)
-                slot, waited = victim(pool, victims, known)
+                known = known or logs_ownership(pool)
+                slot, held, waited = victim(pool, victims.randrange(consumers), known)  # one draw a kill
                 member, pool[slot] = pool[slot], None  # its counts go into its own entry, once
-                held = sorted(member.assignment)
                 exit_code = member.proc.poll()
                 member.kill()
                 began = time.monotonic()

@@ -243,12 +243,14 @@ def victims_rule(doc: dict) -> dict:
     """How M1 in a group drew its victims: among the members holding partitions since lab/kill_group.py
     has waited for one (its entries' waited_s), among all of them in files made before."""
     entries = [k for r in doc["runs"] for k in r["kill_log"]]
-    waited = [k["waited_s"] for k in entries if k.get("waited_s")]
     if not any("waited_s" in k for k in entries):
         return {"victims": " among all the members"}
-    rule = (" among the members holding partitions where the workers log them (b, c, d, p; any member for a1, a2 and "
-            "a command), a kill that found none holding any waiting for the rebalance to hand them out")
-    return {"victims": f"{rule} ({len(waited)} of {len(entries)} kills waited, at most {max(waited, default=0):.1f} s)"}
+    known = [k for k in entries if k["held"] is not None]  # a1's, a2's and a command's say nothing of what they held
+    waited = [k["waited_s"] for k in known if k["waited_s"] >= 0.05]  # at least one look found nobody holding any
+    rule = (", then moved round the group to the next member holding partitions where the workers log them (not a1's, "
+            "a2's or a command's), a kill that found none holding any waiting for the rebalance to hand them out")
+    return {"victims": f"{rule} ({len(waited)} of those {len(known)} kills waited, at most "
+                       f"{max(waited, default=0):.1f} s)"}
 
 
 def reconnect_rows(doc: dict) -> list[Row]:

@@ -49,7 +49,8 @@ def services(postgres, kafka):
 
 def pytest_configure(config):
     if seeds.SHIFT is None:
-        raise pytest.UsageError(f"LAB_TEST_SEED={seeds.RAW!r}: give a whole number (LAB_TEST_SEED=100 make test)")
+        raise pytest.UsageError(f"LAB_TEST_SEED={seeds.RAW!r}: give a whole number, 0 or more "
+                                "(LAB_TEST_SEED=100 make test)")
 
 
 def pytest_collection_modifyitems(config, items):

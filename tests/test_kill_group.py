@@ -90,7 +90,7 @@ def test_a_group_whose_members_are_killed_one_at_a_time_credits_each_event_once(
 def test_the_control_without_the_inbox_duplicates_under_the_same_group_kills():
     # b commits the offset after the credit, as c does, with no inbox: the planted crash alone
     # hands the chosen event to a member that credits it again
-    landed, verdict, _ = group_under_kills("b", 21)
+    landed, verdict, _ = group_under_kills("b", shifted(21))
     assert landed >= 2 and verdict["duplicates"] >= 1, verdict
 
 
