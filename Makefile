@@ -9,7 +9,7 @@ FORCE ?=
 SERIAL_STACK := LAB_STACK_HOME=$(CURDIR)/.cache/serial KAFKA_BROKERS=localhost:59392 \
   CONSUMER_DSN=postgresql://inbox_consumer:inbox_consumer@localhost:55732/consumer
 
-.PHONY: setup setup-frameworks examples up down status demo tour test test-post test-frameworks test-examples lint measure measure-conformance report up-replicated test-replicated measure-cluster
+.PHONY: setup setup-frameworks examples up down status demo tour test test-seed test-post test-frameworks test-examples lint measure measure-conformance report up-replicated test-replicated measure-cluster
 
 setup: $(VENV)/.installed $(KAFKA_JAR)
 
@@ -184,7 +184,8 @@ report: setup
 # The tests marked root (pytest -m root: the partition faults, the namespace relay, a small disk)
 # build network namespaces with `ip netns` or mount a tmpfs; without root they fail, and this
 # says so before they start.
-test: up
+# LAB_TEST_SEED (tests/seeds.py) is refused in one line before any service starts
+test: test-seed up
 	@[ "$$(id -u)" = 0 ] || echo "make test: the $$($(PY) -m pytest -m root --collect-only -q 2>/dev/null | tail -1 | cut -d/ -f1) tests marked root (network partitions, a small disk: ip netns, mount) need root and will fail as $$(id -un)" >&2
 	$(SERIAL_STACK) $(PY) -m lab.stack up
 	@$(SERIAL_STACK) $(PY) -m pytest -p no:cacheprovider -m serial > .cache/serial/pytest.log 2>&1 & serial=$$!; \
@@ -193,6 +194,10 @@ test: up
 	  $(PY) -m pytest -n 3 --dist loadgroup -m "not serial"; rest=$$?; \
 	  wait $$serial; restarts=$$?; echo "--- the tests marked serial, on the second stack:"; cat .cache/serial/pytest.log; \
 	  [ $$rest = 0 ] && [ $$restarts = 0 ]
+
+test-seed:
+	@python3 -c "import sys; from tests import seeds; sys.exit(seeds.SHIFT is None and \
+	  f'LAB_TEST_SEED={seeds.RAW!r}: give a whole number, 0 or more (LAB_TEST_SEED=100 make test)')"
 
 # M9's frameworks on the real services, in their own environments (FastStream; Quix in .venv-quix).
 test-frameworks: up setup-frameworks
