@@ -1,0 +1,40 @@
+"""Which member M1 in a group kills (lab/kill_group.victim), on hand-made members: the draw, moved
+round to the next member holding partitions; a lab worker that exited first; the wait for a
+rebalance to hand partitions out; the drawn member when nothing says what anyone holds."""
+import threading
+import time
+from types import SimpleNamespace
+
+from lab import kill_group
+
+
+def member(held=(), exited=False, command=None):
+    return SimpleNamespace(assignment=set(held), command=command,
+                           proc=SimpleNamespace(poll=lambda: 0 if exited else None))
+
+
+def test_the_drawn_member_when_it_holds_partitions_else_the_next_one_round_that_does():
+    pool = [member([0, 1]), member(), member([2])]
+    assert kill_group.victim(pool, 0, known=True)[:2] == (0, [0, 1])
+    assert kill_group.victim(pool, 1, known=True)[:2] == (2, [2])
+    assert kill_group.victim(pool, 2, known=True)[:2] == (2, [2])
+
+
+def test_a_lab_worker_that_exited_by_itself_goes_first_a_command_does_not():
+    pool = [member([0]), member([1], exited=True), member([2])]
+    assert kill_group.victim(pool, 2, known=True)[0] == 1
+    commands = [member([0], command="sh"), member([1], exited=True, command="sh")]  # its supervisor restarts it
+    assert kill_group.victim(commands, 0, known=False)[0] == 0
+
+
+def test_while_nobody_holds_anything_the_kill_waits_for_the_rebalance():
+    pool = [member(), member(), member()]
+    threading.Timer(0.3, lambda: setattr(pool[1], "assignment", {4, 5})).start()
+    started = time.monotonic()
+    slot, held, waited = kill_group.victim(pool, 2, known=True)
+    assert (slot, held) == (1, [4, 5]) and waited >= 0.25 and time.monotonic() - started < 5
+
+
+def test_when_no_worker_says_what_it_holds_the_drawn_member_is_killed():
+    pool = [member(), member(), member()]
+    assert kill_group.victim(pool, 1, known=False) == (1, [], 0.0)
