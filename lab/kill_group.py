@@ -47,11 +47,10 @@ def group_working(pool: list, group: str, topic: str, timeout_s: float = 120.0) 
 HOLDER_WAIT_S = 60.0  # well past a rebalance that waits out a killed member's session (M1's: 6 s)
 
 
-def logs_ownership(pool: list) -> bool:
-    """Whether the run's workers say what they hold: an assignment in hand, or a line of one in
-    any member's log (a1, a2 and a command print none)."""
-    return any(worker.assignment for worker in pool) or any(
-        worker.log_path and harness.OWNERSHIP.search(worker.log_path.read_text(errors="replace")) for worker in pool)
+def logs_ownership(paths) -> bool:
+    """Whether the run's workers say what they hold: a line of an assignment in any member's log
+    (a1, a2 and a command print none)."""
+    return any(path and harness.OWNERSHIP.search(path.read_text(errors="replace")) for path in paths)
 
 
 def victim(pool: list, draw: int, known: bool) -> tuple[int, list[int], float]:
@@ -94,7 +93,7 @@ def kill_in_a_group(schedule: list[float], consumers: int, seed: int, start, don
             began = time.monotonic()
             for k, life in enumerate(schedule, 1):
                 time.sleep(max(0.0, began + life - time.monotonic()))  # the bookkeeping since counts in it
-                known = known or logs_ownership(pool)
+                known = known or any(worker.assignment for worker in pool) or logs_ownership(logs)
                 slot, held, waited = victim(pool, victims.randrange(consumers), known)  # one draw a kill
                 member, pool[slot] = pool[slot], None  # its counts go into its own entry, once
                 exit_code = member.proc.poll()
@@ -114,7 +113,7 @@ def kill_in_a_group(schedule: list[float], consumers: int, seed: int, start, don
                 worker.stop()
             for kind, n in worker.counts.items():
                 counts[kind] = counts.get(kind, 0) + n
-    if not any(path and harness.OWNERSHIP.search(path.read_text(errors="replace")) for path in logs):
+    if not logs_ownership(logs):
         for entry in log:  # nobody said what it held: not known, rather than nothing
             entry["held"] = None
     return log, counts, exited
