@@ -34,7 +34,10 @@ is cut where the comments below say: the usual message decoded in one pass, cons
 checks for the rest (decode_event_id, Credit); FewerCollections; Batch.copies; `fresh`, `totals`,
 and no rows back for what was applied (CLAIM_AND_CREDIT); the batch's arrays as text
 literals (text_array, int_array); the plain INSERT (CLAIM_NEW_AND_CREDIT);
-`checked` (WRITES); the ledger without its foreign key (LEDGER_WITHOUT_FOREIGN_KEY).
+`checked` (WRITES); the ledger without its foreign key (LEDGER_WITHOUT_FOREIGN_KEY); the header
+read in one unpacking (decode_event_id); each batch's offsets without a TopicPartition
+(offsets_after); no copy of the batch's events for a statement that applies them all
+(run_statement).
 
 Assumptions: consume.py's, whose validation, dead letters and client config this shares;
 the side effect is the credit (the statement carries it, so it cannot be swapped);
@@ -182,15 +185,15 @@ CREDIT = msgspec.json.Decoder(Credit)
 
 
 def decode_event_id(msg: Message) -> str:
-    """The one event_id header, in one pass; anything unusual gets consume.py's checks and reasons."""
-    headers = msg.headers()
-    if headers is not None and len(headers) == 1:
-        key, raw = headers[0]
-        if key == "event_id" and raw and len(raw) <= MAX_EVENT_ID_BYTES and b"\x00" not in raw:
-            try:
-                return raw.decode()
-            except UnicodeDecodeError:
-                pass
+    """The one event_id header, in one pass; anything unusual gets consume.py's checks and reasons.
+    The usual header costs one unpacking and one test: no headers, or more than one, or a value
+    of None fails the unpacking or len() (TypeError, ValueError), as bad UTF-8 fails decode()."""
+    try:
+        ((key, raw),) = msg.headers()
+        if key == "event_id" and 0 < len(raw) <= MAX_EVENT_ID_BYTES and 0 not in raw:
+            return raw.decode()
+    except (TypeError, ValueError):
+        pass
     return checked_event_id(msg)
 
 
@@ -343,10 +346,13 @@ def run_statement(conn: psycopg.Connection, batch: Batch, work=None, claim=claim
     if work is not None:
         work(batch.events)  # the lab's handler time (a sleep, a stall), outside the statement
     batch.applied, batch.bad = set(), {}
-    pending, tried = dict(batch.events), dict.fromkeys(batch.events, 0)
+    pending, tried = batch.events, None  # the usual batch: one statement applies all it holds
     while pending:
         applied, rejected, refused = claim_and_credit_each(conn, pending, claim)
-        batch.applied |= applied
+        batch.applied = batch.applied | applied if batch.applied else applied
+        if not rejected and not refused:
+            break
+        tried = tried or dict.fromkeys(batch.events, 0)
         bad = {**{i: f"unknown account {pending[i]['account_id']}" for i in rejected}, **refused}
         for event_id, reason in bad.items():
             batch.bad[id(pending[event_id])] = reason
@@ -359,6 +365,18 @@ def finish(batch: Batch, dead_letters) -> None:
     """After the statement: log skips and dead-letter the poison durably; then the batch's
     offsets may be committed."""
     common.settle(batch.ids_of, batch.applied, batch.bad, batch.poison, dead_letters)
+
+
+def offsets_after(messages: list[Message]) -> dict[tuple[str, int], int]:
+    """common.next_offsets' offsets, as {(topic, partition): offset}, for less per message: the
+    last message of a partition in the batch is taken, not the highest. They are the same
+    message, since a partition's messages come in offset order; were a partition ever read
+    again from an earlier offset within one batch, the later, lower offset is the one to
+    commit: it replays more, which the inbox skips, and skips nothing."""
+    last = {}
+    for msg in messages:
+        last[msg.topic(), msg.partition()] = msg.offset()
+    return {key: offset + 1 for key, offset in last.items()}
 
 
 # How long a finished batch's offsets may wait for the commit that carries them, with every
@@ -427,8 +445,7 @@ class Pipeline:
                 self.in_flight -= 1
                 batch = self.early.pop(self.finished)
                 finish(batch, dead_letters)
-                for tp in common.next_offsets(batch.messages):
-                    self.unsent[tp.topic, tp.partition] = tp.offset
+                self.unsent.update(offsets_after(batch.messages))
                 self.finished += 1
             deadline = time.monotonic()  # after the first, take only what is already there
 
