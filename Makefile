@@ -134,7 +134,7 @@ measure: up
 	$(PY) measure_throughput.py $(FORCE) --variants c,d,p,fs-ack,fs-inbox,qx-eos-keyed --runs 5 --events 20000 \
 	  --events-of d=100000,p=100000,qx-eos-keyed=100000 --out results/throughput-frameworks.json
 	$(PY) -m measurements.measure_async_commit $(FORCE) --runs 5 --out results/async-commit.json
-	$(PY) measure_throughput.py $(FORCE) --against 1b663da --variants p,p@2,d,db,db@2 --runs 5 --events 100000 \
+	$(PY) measure_throughput.py $(FORCE) --against 1b663da --variants p,db,p@2,db@2,d --runs 7 --events 100000 \
 	  --out results/throughput-against.json
 	$(PY) measure_throughput.py $(FORCE) --against 9ff66d5 --variants p,p@2,d --runs 5 --events 100000 \
 	  --out results/throughput-commits.json

@@ -161,7 +161,7 @@ SECTIONS = {table.name: table for table in [
           "--events 200000 --out results/throughput-lean.json"),
     Table("against", "throughput-against.json", cpu=True, body=against_lines,
           extra=against_of,
-          command="python measure_throughput.py --against 1b663da --variants p,p@2,d,db,db@2 --runs 5 --events "
+          command="python measure_throughput.py --against 1b663da --variants p,db,p@2,db@2,d --runs 7 --events "
           "100000 --out results/throughput-against.json"),
     Table("commits", "throughput-commits.json", cpu=True, body=functools.partial(against_lines, bars=()),
           extra=against_of,

@@ -309,6 +309,7 @@ FIGURES = {
     "ahead.all": lambda: against_all("throughput-ahead.json", ("p", "p@2", "d", "db@2")),
     "ahead.p2-db2": lambda: p2_over_db2("throughput-ahead.json", "6686431"),
     "against.p2-db2": lambda: p2_over_db2("throughput-against.json", "1b663da"),
+    "against.p2-db2-apart": lambda: tables.spread(summary("throughput-against-apart.json", "ratios", "p@2/db@2"), 3),
     "pipelined.p.cpu": lambda: f"{cpu(PIPELINED, 'p'):.1f}",
     "pipelined.p.rate": lambda: f"{med(PIPELINED, 'p'):,.0f}",
     "frameworks.p.cpu": lambda: f"{cpu('throughput-frameworks.json', 'p'):.1f}",
