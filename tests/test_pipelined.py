@@ -5,7 +5,7 @@ import threading
 
 import psycopg
 import pytest
-from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka import KafkaError, KafkaException, Message
 from helpers import (
     POISONED_BATCH,
     Positioned,
@@ -363,6 +363,16 @@ def test_a_revocation_commits_what_finished_before_a_later_statement_failed(monk
         flow.drain(None, consumer, commit=True)
     assert consumer.commits == [[(0, 1)]] and flow.unsent == {}  # the first batch's, never the failed one's
     flow.close()
+
+
+def test_a_batch_s_offsets_are_each_topic_partition_s_last_message_plus_one():
+    """Two topics with the same partition numbers, interleaved; and a partition read again from an
+    earlier offset inside one batch, whose later (lower) offset is the one kept: it replays more,
+    and passes nothing not handled."""
+    messages = [Message(topic=t, partition=p, offset=o) for t, p, o in [
+        ("a", 0, 5), ("b", 0, 9), ("a", 1, 2), ("a", 0, 6), ("b", 0, 10), ("a", 1, 7), ("a", 1, 3)]]
+    assert consume_pipelined.offsets_after(messages) == {("a", 0): 7, ("b", 0): 11, ("a", 1): 4}
+    assert consume_pipelined.offsets_after([]) == {}
 
 
 def test_a_refused_commit_is_tried_again_while_the_partitions_are_ours_and_never_after(monkeypatch):
