@@ -60,10 +60,10 @@ def contention_section() -> str:
             cells = [named(base)]
             for count in counts:
                 s = stats.get(f"{base}, {count}")
-                cells += [spread(s["msgs_per_s"], 0) if s else "–",
+                cells += [spread(s and s["msgs_per_s"]),
                           f"{s['cpu_us_per_msg']['total']['median']:,.1f}" if s and "cpu_us_per_msg" in s else "–"]
             ratio = ratios.get(f"{base}, {counts[-1]}/{base}, {counts[0]}")
-            rows.append([*cells, spread(ratio, 2) if ratio else "–"])
+            rows.append([*cells, spread(ratio, 2)])
         within = {}  # "p@2 ÷ p" -> count -> ratios: two connections against one, per account count
         rate = {(r["variant"], r.get("accounts"), r["run"]): r["msgs_per_s"] for r in doc["runs"]}
         for (variant, accounts, run), value in rate.items():
@@ -114,20 +114,18 @@ AGAINST_BARS = (("p's CPU per message, today's over the old p's", ("against", "p
 def against_lines(doc: dict, bars=AGAINST_BARS) -> str:
     """Today's code over another commit's, paired by run in one invocation, and `bars` (#46's)."""
     cases, old = doc["summary"]["against"], doc["config"]["against"]["commit"][:7]
-    ratio = lambda stat: spread(stat, 3) if stat else "–"  # noqa: E731
+    kinds = ("total", "consumer_python", "postgres_backends")
     table = markdown_table(["Today's", "Runs", "msgs/s, today ÷ old", "CPU µs/msg, all, today ÷ old",
-                            *(f"{CPU_KINDS[k]}, today ÷ old" for k in ("consumer_python", "postgres_backends")),
-                            "WAL bytes/credit, today ÷ old"],
-                           [[named(name), e["runs"], ratio(e["msgs_per_s"]), ratio(e["cpu_us_per_msg"].get("total")),
-                             ratio(e["cpu_us_per_msg"].get("consumer_python")),
-                             ratio(e["cpu_us_per_msg"].get("postgres_backends")), ratio(e["wal_bytes_per_msg"])]
+                            *(f"{CPU_KINDS[k]}, today ÷ old" for k in kinds[1:]), "WAL bytes/credit, today ÷ old"],
+                           [[named(name), e["runs"], spread(e["msgs_per_s"], 3),
+                             *(spread(e["cpu_us_per_msg"].get(k), 3) for k in kinds), spread(e["wal_bytes_per_msg"], 3)]
                             for name, e in cases.items()])
     said = []
     for what, path, how, bar in bars:
         stat = functools.reduce(lambda node, key: (node or {}).get(key), path, doc["summary"])
         if stat:
             met = stat["median"] <= bar if how == "at most" else stat["median"] >= bar
-            said.append(say("against.bar", what=what, stat=ratio(stat), how=how, bar=bar,
+            said.append(say("against.bar", what=what, stat=spread(stat, 3), how=how, bar=bar,
                             verdict="met" if met else "not met"))
     return (say("against.intro", old=old) + "\n\n" + table + "\n\n" + "".join(s + "\n" for s in said) + "\n"
             + throughput_tables(doc))

@@ -45,9 +45,8 @@ def faults_section() -> str:
     """M6, with the share-lock rows under the producer's usual batching from a file of their own."""
     doc, batched = need("faults.json"), load("faults-share-batched.json")
     rows = [[s["fault"] + note, VARIANT_NAMES[s["variant"]], s["runs"], *(s["totals"][f] for f in FAULT_TOTALS),
-             spread(s["resume_s"], 2) if s.get("resume_s") else "–", f"{s['balances_exact_runs']} of {s['runs']}"]
-            for d, note in [(doc, "")] + ([(batched, ", producer batching")] if batched else [])
-            for s in d["summary"].values()]
+             spread(s.get("resume_s"), 2), f"{s['balances_exact_runs']} of {s['runs']}"]
+            for d, note in ((doc, ""), (batched, ", producer batching")) if d for s in d["summary"].values()]
     c = doc["config"]
     return (markdown_table(["Fault", "Variant", "Runs", "Faults", "Duplicates", "Lost", "Skipped duplicates",
                             "Resume after the fault (s)", "Exact balances"], rows, text_columns=2) + "\n\n"
@@ -66,12 +65,10 @@ def faults_more_section() -> str:
     """M10, with the pause under the idle timeout and offsets-expired (a broker of its own) from their files."""
     doc = need("faults-more.json", "python -m measurements.measure_faults_more --help")
     idle, offsets, forgotten = (load(f"faults-more-{n}.json") for n in ("idle-tx", "offsets", "offsets-forgotten"))
-    sets = [(doc, "")] + ([(idle, f", idle_in_transaction_session_timeout {idle['config']['idle_tx_timeout_ms']} ms")]
-                          if idle else [])
-    sets += [(offsets, ", the inbox remembering all")] if offsets else []
-    sets += [(forgotten, f", {forgotten['config']['forgotten']:.0%} of the inbox forgotten first")] if forgotten else []
+    sets = [(doc, ""), (idle, ", idle_in_transaction_session_timeout {c[idle_tx_timeout_ms]} ms"),
+            (offsets, ", the inbox remembering all"), (forgotten, ", {c[forgotten]:.0%} of the inbox forgotten first")]
     rows = []
-    for source, note in sets:
+    for source, note in ((d, note.format(c=d["config"])) for d, note in sets if d):
         for s in source["summary"].values():
             mine = [r for r in source["runs"] if (r["fault"], r["variant"]) == (s["fault"], s["variant"])]
             met = faults.get(s["fault"]).met([f for r in mine for f in r["fault_log"]], mine)  # lab/faults/ says
@@ -161,17 +158,14 @@ def parallel_after(doc: dict) -> str:
     if per_lane := sorted((int(n.split("@")[1]), ratios[f"{n}/c"]["median"]) for n in stats
                           if n.startswith("k@") and f"{n}/c" in ratios):
         text += "\n" + say("parallel.per-lane", lanes=", ".join(f"k@{n} {x / n:.2f}" for n, x in per_lane)) + "\n"
-    under = []
-    if kill := load("kill-k.json"):
-        k, runs = kill["config"], kill["runs"]
-        under.append([f"M1: {k['kills']} SIGKILLs a run, {k['lanes']} lanes, {k['events']:,} credits", len(runs),
-                      total(runs, "kills"), "–", *(total(runs, f) for f in ("duplicates", "lost", "order_violations")),
-                      tables.exact(runs)])
-    if rebalance := load("rebalance-k-classic.json"):
-        k, runs = rebalance["config"], rebalance["runs"]
-        under.append([f"M2: a {k['slow_seconds']:g} s stall every {k['slow_every']}th event, {k['lanes']} lanes",
-                      len(runs), *(total(runs, f) for f in ("stalls", "evictions", "duplicates", "lost",
-                                                            "order_violations")), tables.exact(runs)])
+    under = [[label.format(**doc["config"]), len(doc["runs"]),
+              *(total(doc["runs"], f) if f else "–" for f in (*counts, "duplicates", "lost", "order_violations")),
+              tables.exact(doc["runs"])]
+             for name, label, counts in (
+                 ("kill-k.json", "M1: {kills} SIGKILLs a run, {lanes} lanes, {events:,} credits", ("kills", "")),
+                 ("rebalance-k-classic.json",
+                  "M2: a {slow_seconds:g} s stall every {slow_every}th event, {lanes} lanes", ("stalls", "evictions")))
+             if (doc := load(name))]
     if under:
         text += ("\n" + markdown_table(["k under", "Runs", "Kills or stalls", "Evictions", "Duplicates", "Lost",
                                         "Order violations", "Exact balances"], under)
@@ -268,7 +262,7 @@ def share_of_raw(e: Row) -> str:
 def times_c(e: Row) -> str:
     """A lane count's rate over c's, paired by run."""
     ratio = e.doc["summary"]["ratios"].get(f"{e.key}/c")
-    return "1" if e.key == "c" else spread(ratio, 2) if ratio else "–"
+    return "1" if e.key == "c" else spread(ratio, 2)
 
 
 def saturation_extra(doc: dict) -> dict:
@@ -315,10 +309,6 @@ def summed(header: str, field: str, digits: str = "") -> tuple:
 
 def spread_of(header: str, field: str, digits: int = 0) -> tuple:
     return header, lambda e: spread(e.s[field], digits)
-
-
-def sent(header: str = "Sent, msgs/s (from CreateTimes)") -> list:
-    return [spread_of(header, "offered_per_s")]
 
 
 LATENCY_COLUMNS = [spread_of("p50, ms", "p50_ms", 1), spread_of("p99, ms", "p99_ms", 1),
@@ -400,7 +390,8 @@ TABLES = [
          if all("stale_accounts" in r for r in e.runs) else "–")]),
     Table("latency", "latency.json", command="python -m measurements.measure_latency --variants c,d,p --rates "
           "200,500,5000 --runs 5 --out results/latency.json", text_columns=2, columns=[
-        ("Variant", of_variant), ("Offered", lambda e: e.key.partition("@")[2]), RUNS, *sent(), *LATENCY_COLUMNS]),
+        ("Variant", of_variant), ("Offered", lambda e: e.key.partition("@")[2]), RUNS,
+        spread_of("Sent, msgs/s (from CreateTimes)", "offered_per_s"), *LATENCY_COLUMNS]),
     Table("growth", "throughput-inbox.json", rows=growth_rows, text_columns=3,
           extra=lambda doc: {"events": tables.events_of_text(doc["config"])},
           command="python measure_throughput.py --variants c,d,p --inbox-rows 0,10000000,50000000 --id-type "
@@ -408,8 +399,8 @@ TABLES = [
         ("Variant", lambda e: VARIANT_NAMES.get(e.key[0], e.key[0])),
         ("IDs", lambda e: "UUIDv7" if e.key[1] == "uuid-v7" else "UUIDv4"),
         ("Inbox rows before", lambda e: f"{int(e.key[2]):,}"), RUNS, RATE,
-        ("÷ empty inbox", lambda e: spread(e.s["vs_empty"], 3) if e.s.get("vs_empty") else "–"),
-        ("v7 ÷ v4", lambda e: spread(e.s["vs_text"], 3) if e.s.get("vs_text") else "–"),
+        ("÷ empty inbox", lambda e: spread(e.s.get("vs_empty"), 3)),
+        ("v7 ÷ v4", lambda e: spread(e.s.get("vs_text"), 3)),
         ("WAL bytes/msg", lambda e: f"{e.s['wal_bytes_per_msg']['median']:,.0f}"),
         ("Index reads/msg", lambda e: f"{e.s['inbox_index_reads_per_msg']['median']:.3f}"),
         *((header, lambda e, i=i: tables.cpu_of_runs(e.runs)[i]) for i, header in enumerate((
@@ -419,8 +410,8 @@ TABLES = [
           command="python measure_throughput.py --variants c,d,p --consumers 1,2,3 --events-of c=20000 --out "
           "results/throughput-consumers.json", columns=[
         ("Variant", of_variant), ("Consumers", lambda e: e.key.partition(":")[2]), RUNS, RATE,
-        ("÷ one consumer, paired by run", lambda e: spread(r, 3) if (r := e.doc["summary"]["ratios"].get(
-            f"{e.key}/{e.key.partition(':')[0]}:1")) else "–")]),
+        ("÷ one consumer, paired by run",
+         lambda e: spread(e.doc["summary"]["ratios"].get(f"{e.key}/{e.key.partition(':')[0]}:1"), 3))]),
     Table("retention", "retention.json", command="python -m measurements.measure_retention --variant all --runs 5 "
           "--out results/retention.json",
           text_columns=2, rows=summary(match=lambda r, key: f"{r['variant']} {r['window']}" == key), columns=[
@@ -442,7 +433,7 @@ TABLES = [
         ("Variant", of_variant), ("Load", lambda e: e.key.partition("@")[2]), RUNS,
         spread_of("Capacity, msgs/s (the backlog)", "capacity_per_s"),
         ("Asked, msgs/s (median)", lambda e: f"{statistics.median(r['rate'] for r in e.runs):,.0f}"),
-        *sent("Offered, msgs/s"), *LATENCY_COLUMNS]),
+        spread_of("Offered, msgs/s", "offered_per_s"), *LATENCY_COLUMNS]),
     Table("retention-load", "retention-load.json", rows=summary(match=lambda r, key: r["mode"] == key),
           command="python -m measurements.measure_retention_load --runs 5 --out results/retention-load.json",
           columns=[
@@ -450,7 +441,7 @@ TABLES = [
         ("Against", lambda e: "–" if e.key == e.s["baseline"] or e.s["vs_baseline"] is None
          else f"{spread(e.s['vs_baseline'], 2)} of {e.s['baseline']}"),
         spread_of("Longest stall, ms", "longest_stall_ms"), spread_of("WAL, MB", "wal_mb", 1),
-        ("Retention, s", lambda e: "–" if e.s["retention_s"] is None else spread(e.s["retention_s"], 1)),
+        ("Retention, s", lambda e: spread(e.s["retention_s"], 1)),
         ("Retention done before p's last credit", lambda e: "–" if e.s["retention_s"] is None
          else f"{e.s['retention_within_window']} of {e.s['runs']}"), DUP_LOST,
         ("Expired IDs left, a run", lambda e: f"{statistics.median(r['expired_left'] for r in e.runs):,.0f}")]),
@@ -459,7 +450,8 @@ TABLES = [
         ("Variant", of_variant), ("Offered", lambda e: e.key.partition(" batch ")[0].partition("@")[2]),
         ("Batch", lambda e: f"{int(e.key.partition(' batch ')[2]):,}" if " batch " in e.key else
          f"{e.doc['config']['batch']:,} (--batch)" if e.key.partition("@")[0] in ("d", "p") else "–"), RUNS,
-        *sent("Sent, msgs/s"), spread_of("Credits per transaction", "credits_per_transaction", 1), *LATENCY_COLUMNS]),
+        spread_of("Sent, msgs/s", "offered_per_s"), spread_of("Credits per transaction", "credits_per_transaction", 1),
+        *LATENCY_COLUMNS]),
 ]
 SECTIONS = {table.name: table for table in TABLES} | {
     "sizing": sizing_section, "faults": faults_section, "cluster": cluster_section, "offsets": offsets_section,

@@ -45,9 +45,9 @@ def need(name: str, command: str = "make measure") -> dict:
     return doc
 
 
-def spread(stat: dict, digits: int = 0) -> str:
-    """A summary's median (min–max), as every table prints it."""
-    return "{median:,.{digits}f} ({min:,.{digits}f}–{max:,.{digits}f})".format(**stat, digits=digits)
+def spread(stat: dict | None, digits: int = 0) -> str:
+    """A summary's median (min–max), as every table prints it; a dash where there is none."""
+    return "{median:,.{digits}f} ({min:,.{digits}f}–{max:,.{digits}f})".format(**stat, digits=digits) if stat else "–"
 
 
 def markdown_table(headers: list[str], rows: list[list], text_columns: int = 1, also_text: tuple = ()) -> str:
