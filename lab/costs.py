@@ -111,7 +111,7 @@ AGAINST_BARS = (("p's CPU per message, today's over the old p's", ("against", "p
                 ("p@2/db@2, msgs/s", ("ratios", "p@2/db@2"), "at least", 0.9))
 
 
-def against_lines(doc: dict, bars=AGAINST_BARS) -> str:
+def against_lines(doc: dict, bars: tuple) -> str:
     """Today's code over another commit's, paired by run in one invocation, and `bars` (#46's)."""
     cases, old = doc["summary"]["against"], doc["config"]["against"]["commit"][:7]
     kinds = ("total", "consumer_python", "postgres_backends")
@@ -157,18 +157,12 @@ SECTIONS = {table.name: table for table in [
     Table("lean", "throughput-lean.json", cpu=True, body=lean_lines, extra=batch_of,
           command="python measure_throughput.py --variants p,p-lean-py,p-lean-sql,p-lean,p@2,p-lean@2 --runs 5 "
           "--events 200000 --out results/throughput-lean.json"),
-    Table("against", "throughput-against.json", cpu=True, body=against_lines,
-          extra=against_of,
-          command="python measure_throughput.py --against 1b663da --variants p,db,p@2,db@2,d --runs 7 --events "
-          "100000 --out results/throughput-against.json"),
-    Table("commits", "throughput-commits.json", cpu=True, body=functools.partial(against_lines, bars=()),
-          extra=against_of,
-          command="python measure_throughput.py --against 9ff66d5 --variants p,p@2,d --runs 5 --events 100000 "
-          "--out results/throughput-commits.json"),
-    Table("ahead", "throughput-ahead.json", cpu=True, body=functools.partial(against_lines, bars=()),
-          extra=against_of,
-          command="python measure_throughput.py --against 6686431 --variants p,p@2,d,db@2 --runs 5 --events 100000 "
-          "--out results/throughput-ahead.json"),
+    *(Table(name, f"throughput-{name}.json", cpu=True, body=functools.partial(against_lines, bars=bars),
+            extra=against_of, command=f"python measure_throughput.py --against {old} --variants {variants} --runs "
+            f"{runs} --events 100000 --out results/throughput-{name}.json")
+      for name, old, variants, runs, bars in (("against", "1b663da", "p,db,p@2,db@2,d", 7, AGAINST_BARS),
+                                              ("commits", "9ff66d5", "p,p@2,d", 5, ()),
+                                              ("ahead", "6686431", "p,p@2,d,db@2", 5, ()))),
     Table("bare", "throughput-bare.json", cpu=True, body=bare_lines, extra=batch_of,
           command="python measure_throughput.py --variants p,p-bare --runs 5 --events 100000 "
           "--out results/throughput-bare.json"),

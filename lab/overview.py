@@ -83,23 +83,22 @@ def rebalance_section() -> str:
                                   sources="; ".join(sources)) + "\n"
 
 
-def batch_of(r: dict, c: dict) -> str:
-    return f"{r['variant']}, {c['batch']} a batch" + (", 2 connections" if c.get("connections", 1) > 1 else "")
+def batched(r: dict, c: dict) -> tuple:
+    connections = ", 2 connections" if c.get("connections", 1) > 1 else ""
+    return "SIGKILL", f"{r['variant']}, {c['batch']} a batch{connections}"
 
 
-# (measurement, results file, how a run's fault and variant read in the findings table)
+# (measurement, its results files, how a run's fault and variant read in the findings table)
 FINDINGS = [
     ("M1 hard kills", "kill.json", lambda r, c: ("SIGKILL", r["variant"])),
-    *(("M1 hard kills", name, lambda r, c: ("SIGKILL", batch_of(r, c)))
-      for name in ("kill-d.json", "kill-d-batch50.json")),
+    ("M1 hard kills", "kill-d.json kill-d-batch50.json", batched),
     ("M1 hard kills", "kill-k.json", lambda r, c: ("SIGKILL", f"k, {c['lanes']} lanes")),
-    *(("M1 hard kills", name, lambda r, c: ("SIGKILL", batch_of(r, c)))
-      for name in ("kill-p.json", "kill-p-connections2.json")),
-    *(("M2 rebalance zombie", name, lambda r, c: (f"stall {c['slow_seconds']:g} s, {c['group_protocol']} protocol",
-                                                  r["variant"])) for name, _ in REBALANCE_SETS),
+    ("M1 hard kills", "kill-p.json kill-p-connections2.json", batched),
+    ("M2 rebalance zombie", " ".join(name for name, _ in REBALANCE_SETS),
+     lambda r, c: (f"stall {c['slow_seconds']:g} s, {c['group_protocol']} protocol", r["variant"])),
     ("M3 throughput", "throughput.json", lambda r, c: ("none", r["variant"])),
-    *(("M3 pipelined inbox", name, lambda r, c: ("none", r["variant"]))
-      for name in ("throughput-pipelined.json", "throughput-connections.json")),
+    ("M3 pipelined inbox", "throughput-pipelined.json throughput-connections.json",
+     lambda r, c: ("none", r["variant"])),
     ("M3 per-key lanes", "throughput-lanes.json", lambda r, c: (f"none, {c['work_ms']:g} ms handler", r["variant"])),
     ("M3 inbox growth", "throughput-inbox.json", lambda r, c: (
         f"none, {'v7' if r['id_type'] == 'uuid-v7' else 'v4'} IDs", r["variant"])),
@@ -117,17 +116,18 @@ FINDINGS = [
     ("M7 exactly-once", "eos.json", lambda r, c: (POINT_NAMES[r["point"]], r["variant"])),
     ("M7 publishers", "publish.json", lambda r, c: (SOURCE_NAMES[(r["source"], r["idempotence"])], r["variant"])),
     ("M1 hard kills", "kill-o.json", lambda r, c: ("SIGKILL", r["variant"])),
-    *(("M8 replicated lab", name, lambda r, c: (cluster_fault_name(r, c), r["variant"])) for name in CLUSTER_FILES),
+    ("M8 replicated lab", " ".join(CLUSTER_FILES), lambda r, c: (cluster_fault_name(r, c), r["variant"])),
 ]
 
 
 def findings_section() -> str:
     """One row per measurement, fault and variant: what every results file says, from its runs."""
     grouped_runs = {}  # (measurement, fault, variant) -> runs, across the files a measurement wrote
-    for measurement, name, row_of in FINDINGS:
-        for run in (doc := load(name) or {"runs": [], "config": {}})["runs"]:
-            if run.get("duplicates") is not None:  # raw has no effects to count
-                grouped_runs.setdefault((measurement, *row_of(run, doc["config"])), []).append(run)
+    for measurement, names, row_of in FINDINGS:
+        for doc in filter(None, map(load, names.split())):
+            for run in doc["runs"]:
+                if run.get("duplicates") is not None:  # raw has no effects to count
+                    grouped_runs.setdefault((measurement, *row_of(run, doc["config"])), []).append(run)
     return markdown_table(["Measurement", "Fault", "Variant", "Runs", "Duplicates", "Lost", "Exact balances"], [
         [*key, len(mine), f"{total(mine, 'duplicates'):,}", f"{total(mine, 'lost'):,}", tables.exact(mine)]
         for key, mine in grouped_runs.items()], text_columns=3) + "\n"
