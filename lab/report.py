@@ -13,32 +13,29 @@ SECTIONS = {"claims": claims.claims_section, **overview.SECTIONS, **sections.SEC
 FIG = re.compile(r"<!-- fig:([a-z0-9][a-z0-9.@/-]*) -->(.*?)<!-- /fig -->", re.S)  # names: lowercase
 
 
-def made(make) -> str:
-    """A section, or in its place what is missing to make it."""
+def made(make, otherwise) -> str:
+    """What make() makes, or otherwise(missing) while a results file it needs is missing."""
     try:
-        return make()
+        return str(make())
     except tables.Missing as missing:
-        return str(missing)
-
-
-def figure(name: str, value: str, unknown: list[str]) -> str:
-    """A fig marker's value from results/; as it stands if its file is missing or nobody makes it."""
-    if name not in figures.FIGURES:
-        unknown.append(name)
-        return value
-    try:
-        return str(figures.FIGURES[name]())
-    except tables.Missing:
-        return value
+        return otherwise(missing)
 
 
 def render(text: str, unknown: list[str] | None = None) -> str:
-    """`text` with every section and every figure it marks made afresh from results/."""
+    """`text` with every section and every figure it marks made afresh from results/; a figure
+    stays as it stands if its file is missing or nobody makes it (then its name goes to `unknown`)."""
     for name, make in SECTIONS.items():
         pattern = re.compile(rf"(<!-- report:{name} -->\n).*?(<!-- /report:{name} -->)", re.S)
-        text = pattern.sub(lambda m, make=make: m.group(1) + made(make) + m.group(2), text)
+        text = pattern.sub(lambda m, make=make: m.group(1) + made(make, str) + m.group(2), text)
     unknown = [] if unknown is None else unknown
-    return FIG.sub(lambda m: f"<!-- fig:{m.group(1)} -->{figure(m.group(1), m.group(2), unknown)}<!-- /fig -->", text)
+
+    def figure(m: re.Match) -> str:
+        name, value = m.groups()
+        if name not in figures.FIGURES:
+            unknown.append(name)
+            return m.group(0)
+        return f"<!-- fig:{name} -->{made(figures.FIGURES[name], lambda _: value)}<!-- /fig -->"
+    return FIG.sub(figure, text)
 
 
 def main(argv=None) -> int:

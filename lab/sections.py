@@ -291,26 +291,24 @@ def of_variant(e: Row) -> str:
 
 
 # Columns: (header, cell of a Row)
-RUNS = ("Runs", lambda e: e.s["runs"])
-EXACT = ("Exact balances", lambda e: f"{e.s['balances_exact_runs']} of {e.s['runs']}")
-RATE = ("msgs/s, median (min–max)", lambda e: spread(e.s["msgs_per_s"], 1))
-DUP_LOST = ("Duplicates + lost", lambda e: e.t["duplicates"] + e.t["lost"])
-
-
-def tot(header: str, *fields: str) -> tuple:
-    """A column of a summary entry's totals: one field, or several added up."""
-    return header, lambda e: sum(e.t[f] for f in fields)
+def tot(header: str, *fields: str, digits: str = "") -> tuple:
+    """A column of a summary entry's totals: one field, or several added up (digits ",": thousands separated)."""
+    return header, lambda e: format(sum(e.t[f] for f in fields), digits)
 
 
 def summed(header: str, field: str, digits: str = "") -> tuple:
-    """A column adding up one field over a row's runs (digits ",": with thousands separators)."""
-    return header, lambda e: format(sum(r[field] for r in e.runs), digits)
+    """A column adding up one field over a row's runs, 0 for a run without it (digits as tot's)."""
+    return header, lambda e: format(sum(r.get(field) or 0 for r in e.runs), digits)
 
 
 def spread_of(header: str, field: str, digits: int = 0) -> tuple:
     return header, lambda e: spread(e.s[field], digits)
 
 
+RUNS = ("Runs", lambda e: e.s["runs"])
+EXACT = ("Exact balances", lambda e: f"{e.s['balances_exact_runs']} of {e.s['runs']}")
+RATE = ("msgs/s, median (min–max)", lambda e: spread(e.s["msgs_per_s"], 1))
+DUP_LOST = tot("Duplicates + lost", "duplicates", "lost")
 LATENCY_COLUMNS = [spread_of("p50, ms", "p50_ms", 1), spread_of("p99, ms", "p99_ms", 1),
                    spread_of("Largest, ms", "max_ms", 1), DUP_LOST]
 TABLES = [
@@ -318,8 +316,7 @@ TABLES = [
           "--variant c,c-reconnect --runs 5 --out results/faults-reconnect.json", rows=reconnect_rows, columns=[
         ("Variant", lambda e: e.key), ("Runs", lambda e: len(e.runs)), summed("Restarts", "faults"),
         summed("Duplicates", "duplicates", ","), summed("Lost", "lost", ","),
-        ("Started again", lambda e: sum(r.get("restarted", 0) for r in e.runs)),
-        ("Reconnected", lambda e: sum(r.get("reconnected", 0) for r in e.runs)),
+        summed("Started again", "restarted"), summed("Reconnected", "reconnected"),
         ("First credit after a restart (s)",
          lambda e: spread(results.stats(r["resume_s"]["median"] for r in e.runs), 2)),
         ("Exact balances", lambda e: tables.exact(e.runs))]),
@@ -365,11 +362,11 @@ TABLES = [
     Table("race", "race.json", columns=[
         ("Variant", lambda e: {**POLICY_NAMES, **VARIANT_NAMES}[e.key]), RUNS, tot("Duplicates", "duplicates"),
         tot("Lost", "lost"), tot("Transactions retried", "retried"), tot("Consumers died", "died"),
-        ("Skipped duplicates", lambda e: f"{e.t['skipped']:,}"), EXACT]),
+        tot("Skipped duplicates", "skipped", digits=","), EXACT]),
     Table("parallel", "throughput-lanes.json", cpu=True, rows=summary("variants"), after=parallel_after,
           command="python measure_throughput.py --sweep-lanes 1,4,16,64 --work-ms 10", columns=[
         ("Variant (k@N: N lanes)", lambda e: e.key), RUNS, RATE, ("× c, median of per-run ratios", times_c),
-        ("Order violations", lambda e: sum(r.get("order_violations") or 0 for r in e.runs)),
+        summed("Order violations", "order_violations"),
         ("Duplicates + lost", lambda e: sum(r["duplicates"] + r["lost"] for r in e.runs))]),
     Table("eos", "eos.json", command="python -m measurements.measure_eos --variant all --runs 5 --kills 20 --events "
           "10000 --out results/eos.json", text_columns=2,
@@ -418,8 +415,8 @@ TABLES = [
         ("Variant", lambda e: {**VARIANT_NAMES, "v7": "v7: the lean inbox, UUIDv7 IDs, a partition a day"}[
             e.key.split()[0]]),
         ("Inbox keeps", lambda e: f"{e.runs[0]['window_days']} days ({e.key.split()[1]})"), RUNS,
-        ("Duplicates", lambda e: f"{e.t['duplicates']:,}"), tot("Lost", "lost"),
-        ("Dead-lettered", lambda e: f"{e.t['dead_lettered']:,}"),
+        tot("Duplicates", "duplicates", digits=","), tot("Lost", "lost"),
+        tot("Dead-lettered", "dead_lettered", digits=","),
         ("Alarm before the replay", lambda e: f"{e.t['alarm']} of {e.s['runs']}")]),
     Table("async-commit", "async-commit.json", indent=True,
           command="python -m measurements.measure_async_commit --out results/async-commit.json", columns=[
