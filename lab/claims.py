@@ -165,13 +165,9 @@ def failover() -> tuple:
 
 def zombie_row(variant: str) -> tuple:
     mine = summary(f"rebalance-{variant}-classic.json", variant, "totals")
-    theirs = post("rebalance", "variants", variant)
-    if variant == "b":
-        return (f"{theirs['duplicates']} of {theirs['evictions']} evictions",
-                f"{mine['duplicates']} of {mine['evictions']} evictions",
-                holds(mine["duplicates"] == mine["evictions"]))
-    return (f"{theirs['duplicates']} duplicates, {theirs['skipped']} skipped",
-            f"{mine['duplicates']} duplicates, {mine['skipped']} skipped", holds(mine["duplicates"] == 0))
+    said = "{duplicates} of {evictions} evictions" if variant == "b" else "{duplicates} duplicates, {skipped} skipped"
+    return (said.format(**post("rebalance", "variants", variant)), said.format(**mine),
+            holds(mine["duplicates"] == (mine["evictions"] if variant == "b" else 0)))  # b doubles each, c none
 
 
 def eos() -> tuple:

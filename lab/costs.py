@@ -7,7 +7,6 @@ from lab import results, tables
 from lab.tables import CPU_KINDS, Table, cpu_table, load, markdown_table, named, provenance, runs_of, say, spread
 
 P_GOAL = 1.5  # what p was built for: half again d's rate, on this machine
-
 TARGET_CUT = 0.30  # issue #31: p's CPU per message at least 30% lower
 
 
@@ -19,11 +18,6 @@ def rates_table(doc: dict) -> str:
 def batch_of(doc: dict) -> dict:
     """The batch size a footer names: the run's --batch, or the worker's default."""
     return {"batch": doc["config"].get("batch", 500)}
-
-
-def against_of(doc: dict) -> dict:
-    """An --against file's footer fields: the old commit, and the batch size."""
-    return {"old": doc["config"]["against"]["commit"][:12], **batch_of(doc)}
 
 
 def throughput_tables(doc: dict) -> str:
@@ -158,8 +152,9 @@ SECTIONS = {table.name: table for table in [
           command="python measure_throughput.py --variants p,p-lean-py,p-lean-sql,p-lean,p@2,p-lean@2 --runs 5 "
           "--events 200000 --out results/throughput-lean.json"),
     *(Table(name, f"throughput-{name}.json", cpu=True, body=functools.partial(against_lines, bars=bars),
-            extra=against_of, command=f"python measure_throughput.py --against {old} --variants {variants} --runs "
-            f"{runs} --events 100000 --out results/throughput-{name}.json")
+            extra=lambda doc: {"old": doc["config"]["against"]["commit"][:12], **batch_of(doc)},  # the footer's
+            command=f"python measure_throughput.py --against {old} --variants {variants} --runs {runs} --events "
+            f"100000 --out results/throughput-{name}.json")
       for name, old, variants, runs, bars in (("against", "1b663da", "p,db,p@2,db@2,d", 7, AGAINST_BARS),
                                               ("commits", "9ff66d5", "p,p@2,d", 5, ()),
                                               ("ahead", "6686431", "p,p@2,d,db@2", 5, ()))),
