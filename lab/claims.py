@@ -19,10 +19,6 @@ def holds(ok: bool) -> str:
     return "holds" if ok else "differs"
 
 
-def per_run(name: str, field: str, **where) -> dict:
-    return results.stats(r[field] for r in runs(name, **where))
-
-
 def kill_claim(says: str, variant: str, field: str) -> tuple:
     """A claim that `field` happens under hard kills: it holds in the runs where it did."""
     def verdict():
@@ -30,12 +26,12 @@ def kill_claim(says: str, variant: str, field: str) -> tuple:
         seen = sum(r[field] > 0 for r in mine)
         return "holds" if seen == len(mine) else f"holds in {seen} of {len(mine)} runs" if seen else "differs"
     return (says, lambda: f"{spread(post('kill', 'variants', variant, field))} a run",
-            lambda: f"{spread(per_run('kill.json', field, variant=variant))} a run", verdict)
+            lambda: f"{spread(results.stats(r[field] for r in runs('kill.json', variant=variant)))} a run", verdict)
 
 
 def one_against_other(name: str, **where) -> tuple:
     """b's duplicates a run against c's most: the inbox catches what b applies twice."""
-    b, c = (per_run(name, "duplicates", variant=v, **where) for v in "bc")
+    b, c = (results.stats(r["duplicates"] for r in runs(name, variant=v, **where)) for v in "bc")
     return f"b {spread(b)} duplicates a run, c {c['max']}", holds(c["max"] == 0 < b["min"])
 
 

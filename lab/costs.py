@@ -152,7 +152,7 @@ SECTIONS = {table.name: table for table in [
           command="python measure_throughput.py --variants p,p-lean-py,p-lean-sql,p-lean,p@2,p-lean@2 --runs 5 "
           "--events 200000 --out results/throughput-lean.json"),
     *(Table(name, f"throughput-{name}.json", cpu=True, body=functools.partial(against_lines, bars=bars),
-            extra=lambda doc: {"old": doc["config"]["against"]["commit"][:12], **batch_of(doc)},  # the footer's
+            extra=lambda doc: {"old": doc["config"]["against"]["commit"][:12], **batch_of(doc)},
             command=f"python measure_throughput.py --against {old} --variants {variants} --runs {runs} --events "
             f"100000 --out results/throughput-{name}.json")
       for name, old, variants, runs, bars in (("against", "1b663da", "p,db,p@2,db@2,d", 7, AGAINST_BARS),
