@@ -43,7 +43,7 @@ def p_goal(doc: dict) -> str:
 def contention_section() -> str:
     """#31: the credits over 10,000 accounts as well as 100, where a batch of 500 locks most of them."""
     parts = []
-    for name, what in (("throughput-accounts.json", "one consumer process, p and p-lean also on two connections"),
+    for name, what in (("throughput-accounts.json", "one consumer process, p also on two connections"),
                        ("throughput-consumers-accounts.json", "1, 2 and 3 consumer processes in one group")):
         if (doc := load(name)) is None:
             continue
@@ -73,7 +73,7 @@ def contention_section() -> str:
             + "\n\n" + say("contention", c=c, events=tables.events_of_text(c), file=name, prov=provenance(doc),
                              **batch_of(doc)) + "\n")
     if not parts:
-        raise tables.Missing("_Not measured yet: `python measure_throughput.py --variants d,p,p@2,p-lean,p-lean@2 "
+        raise tables.Missing("_Not measured yet: `python measure_throughput.py --variants d,p,p@2 "
                              "--accounts 100,10000 --runs 5 --events 100000 --out "
                              "results/throughput-accounts.json`._\n")
     return "\n".join(parts)

@@ -134,7 +134,7 @@ PIPELINED, CONNECTIONS = "throughput-pipelined.json", "throughput-connections.js
 CONSUMERS, LEAN, BARE = "throughput-consumers.json", "throughput-lean.json", "throughput-bare.json"
 ACCOUNTS, CONSUMERS_ACCOUNTS = "throughput-accounts.json", "throughput-consumers-accounts.json"
 LOAD = "retention-load.json"
-BATCHED_ACCOUNTS = ("d", "p", "p@2", "p-lean", "p-lean@2")
+BATCHED_ACCOUNTS = ("d", "p", "p@2")
 SPREAD = [(ACCOUNTS, v) for v in BATCHED_ACCOUNTS] + [(CONSUMERS_ACCOUNTS, f"{v}:{n}") for v in "dp" for n in (1, 2, 3)]
 FM, OFFSETS, FORGOTTEN = "faults-more.json", "faults-more-offsets.json", "faults-more-offsets-forgotten.json"
 RB, RC, RD = (f"rebalance-{v}-classic.json" for v in "bcd")
@@ -370,11 +370,9 @@ FIGURES = {
                                                   for f, v in SPREAD), len(SPREAD)),
     "accounts.c": lambda: ", ".join(f"{ratio(CONSUMERS_ACCOUNTS, f'c:{n}, 10,000 accounts/c:{n}, 100 accounts'):.2f}"
                                     for n in (1, 2, 3)),
-    "accounts.p2": lambda: "{:.2f} on 10,000, {:.2f} on 100".format(
-        *(med(ACCOUNTS, f"p@2, {n} accounts") / med(ACCOUNTS, f"p, {n} accounts") for n in ("10,000", "100"))),
-    "accounts.p-lean2": lambda: "{:.2f} and {:.2f}".format(
-        *(med(ACCOUNTS, f"p-lean@2, {n} accounts") / med(ACCOUNTS, f"p-lean, {n} accounts")
-          for n in ("10,000", "100"))),
+    "accounts.p2": lambda: "{:.2f} on 10,000, {:.2f} on 100".format(*(results.stats(
+        two["msgs_per_s"] / one["msgs_per_s"] for two in runs(ACCOUNTS, variant="p@2", accounts=n)
+        for one in runs(ACCOUNTS, variant="p", accounts=n, run=two["run"]))["median"] for n in (10_000, 100))),
     "saturation.publisher": lambda: pairs({v: max(r["offered_per_s"] / r["capacity_per_s"] for r in runs(
         "latency-saturation.json", variant=v)) for v in "dp"}, "{:.0%}") + " of capacity at most",
 }
