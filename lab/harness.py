@@ -161,9 +161,15 @@ _LIVE: "set[Worker]" = set()
 
 @atexit.register
 def _kill_the_rest() -> None:
+    # Ended first, so that no supervisor starts a command again behind the kill; then reaped, so
+    # that no killed process outlives the harness as a zombie for whoever inherits it to collect.
     for worker in list(_LIVE):
         with contextlib.suppress(Exception):
+            worker._ended.set()
             worker.send_signal(signal.SIGKILL)
+    for worker in list(_LIVE):
+        with contextlib.suppress(Exception):
+            worker.proc.wait(5)
 
 
 def _interrupted(kind, value, traceback) -> None:
@@ -247,9 +253,9 @@ class Worker:
         self.proc = subprocess.Popen(self.argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                      stderr=subprocess.STDOUT, text=True, errors="replace", env=self.env, cwd=self.root,
                                      start_new_session=bool(self.command))  # a command's children die with it
+        _LIVE.add(self)  # at once: a Ctrl-C while the reader starts must still find it to kill
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
-        _LIVE.add(self)
 
     def _supervise(self) -> None:
         """A command's watcher: its first effect from the effects query; a restart whenever it
