@@ -161,15 +161,11 @@ _LIVE: "set[Worker]" = set()
 
 @atexit.register
 def _kill_the_rest() -> None:
-    # Ended first, so that no supervisor starts a command again behind the kill; then reaped, so
-    # that no killed process outlives the harness as a zombie for whoever inherits it to collect.
+    # Worker.kill: ended first, so that no supervisor starts a command again behind the kill, then
+    # reaped, so that no killed process outlives the harness as a zombie for whoever inherits it.
     for worker in list(_LIVE):
         with contextlib.suppress(Exception):
-            worker._ended.set()
-            worker.send_signal(signal.SIGKILL)
-    for worker in list(_LIVE):
-        with contextlib.suppress(Exception):
-            worker.proc.wait(5)
+            worker.kill()
 
 
 def _interrupted(kind, value, traceback) -> None:
