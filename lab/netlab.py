@@ -51,31 +51,31 @@ async def pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, gate:
             writer.close()
 
 
+async def splice(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, dial, gate: asyncio.Event | None = None):
+    """Dial the other end (`dial()`, an open_connection coroutine) and copy both ways through
+    `gate`; if nothing answers there, close the connection that came in."""
+    try:
+        up_reader, up_writer = await dial()
+    except OSError:
+        writer.close()
+        return
+    await asyncio.gather(pipe(reader, up_writer, gate), pipe(up_reader, writer, gate))
+
+
 # --- inside the namespace ---------------------------------------------------------
 
 async def relay(directory: Path, ports: list[int], served: list[int] = ()) -> None:
-    async def serve(port, reader, writer):
-        try:
-            up_reader, up_writer = await asyncio.open_unix_connection(str(socket_path(directory, port)))
-        except OSError:
-            writer.close()
-            return
-        await asyncio.gather(pipe(reader, up_writer), pipe(up_reader, writer))
+    def serve(port):  # out to the bridge, which dials the host's service
+        return lambda r, w: splice(r, w, lambda: asyncio.open_unix_connection(str(socket_path(directory, port))))
 
-    async def serve_inside(port, reader, writer):
-        # A connection from the host to a server in here (a broker): dial it on this loopback.
-        try:
-            up_reader, up_writer = await asyncio.open_connection("127.0.0.1", port)
-        except OSError:
-            writer.close()
-            return
-        await asyncio.gather(pipe(reader, up_writer), pipe(up_reader, writer))
+    def serve_inside(port):  # a connection from the host to a server in here (a broker): dial it on this loopback
+        return lambda r, w: splice(r, w, lambda: asyncio.open_connection("127.0.0.1", port))
 
-    servers = [await asyncio.start_server(lambda r, w, p=port: serve(p, r, w), "127.0.0.1", port) for port in ports]
+    servers = [await asyncio.start_server(serve(port), "127.0.0.1", port) for port in ports]
     for port in served:
         path = socket_path(directory, port, served=True)
         path.unlink(missing_ok=True)
-        servers.append(await asyncio.start_unix_server(lambda r, w, p=port: serve_inside(p, r, w), str(path)))
+        servers.append(await asyncio.start_unix_server(serve_inside(port), str(path)))
         os.chmod(path, 0o666)
     print("relay ready", flush=True)
     await asyncio.gather(*(s.serve_forever() for s in servers))
@@ -104,36 +104,22 @@ class Bridge:
         asyncio.set_event_loop(self.loop)
 
         async def start():
-            for port in self.ports:
+            for port in self.ports:  # a service on the host, dialled on its loopback
                 gate = self.gates[port] = asyncio.Event()
                 gate.set()
-
-                async def serve(reader, writer, port=port, gate=gate):
-                    try:
-                        up_reader, up_writer = await asyncio.open_connection("127.0.0.1", port)
-                    except OSError:
-                        writer.close()
-                        return
-                    await asyncio.gather(pipe(reader, up_writer, gate), pipe(up_reader, writer, gate))
-
                 path = socket_path(self.directory, port)
                 path.unlink(missing_ok=True)
-                self.servers.append(await asyncio.start_unix_server(serve, str(path)))
+                self.servers.append(await asyncio.start_unix_server(
+                    lambda r, w, port=port, gate=gate: splice(r, w, lambda: asyncio.open_connection("127.0.0.1", port),
+                                                              gate), str(path)))
                 os.chmod(path, 0o666)
-            for port in self.served:
+            for port in self.served:  # a server inside the namespace, through the relay's socket
                 gate = self.gates[port] = asyncio.Event()
                 gate.set()
-
-                async def serve_in(reader, writer, port=port, gate=gate):
-                    try:
-                        up_reader, up_writer = await asyncio.open_unix_connection(
-                            str(socket_path(self.directory, port, served=True)))
-                    except OSError:  # nothing listens inside yet
-                        writer.close()
-                        return
-                    await asyncio.gather(pipe(reader, up_writer, gate), pipe(up_reader, writer, gate))
-
-                self.servers.append(await asyncio.start_server(serve_in, "127.0.0.1", port))
+                inside = str(socket_path(self.directory, port, served=True))
+                self.servers.append(await asyncio.start_server(
+                    lambda r, w, inside=inside, gate=gate: splice(r, w, lambda: asyncio.open_unix_connection(inside),
+                                                                  gate), "127.0.0.1", port))
 
         self.loop.run_until_complete(start())
         ready.set()
