@@ -1,35 +1,27 @@
 """M6: the faults the post could not show, counted like M1.
 
-Claim: the inbox (c, and the batched d) keeps every credit exactly once through
-database restarts, broker restarts and network partitions; without it (b),
-each fault that separates a write from its offset commit costs a duplicate.
+Claim: the inbox (c, and the batched d) keeps every credit exactly once through database
+restarts, broker restarts and network partitions; without it (b), each fault that separates
+a write from its offset commit costs a duplicate.
 
 Faults, one kind per run, each bounded in time and always healed (lab/faults/, those on the
-single-node stack that leave the consumers alone):
+single-node stack that leave the consumers alone; each module says how it lands):
 
-    pg-restart        PostgreSQL stopped in immediate mode and started again,
-                      --faults times; c stops and its worker starts it again,
-                      the batched ones reconnect (variants/common.Database)
+    pg-restart        PostgreSQL stopped in immediate mode and started again, --faults times
     broker-restart    the Kafka broker SIGKILLed and started again, --faults times
-    partition-broker  two consumers; the first lives in a network namespace
-                      (netlab.py) whose link to the broker is cut for
-                      --outage-s, longer than the session timeout, while it can
-                      still reach Postgres: the group evicts it and the other
-                      consumer takes its partitions, a zombie of a new kind
-    partition-db      the same, but the link to Postgres is cut while Kafka
-                      stays reachable, for longer than max.poll.interval.ms
-    share-lock        two members of a share group (KIP-932) whose record lock
-                      is --lock-ms; every --slow-every-th event's first handling
-                      outlives the lock, so the broker hands the record (and the
-                      rest of the batch acquired with it) to the other member
+    partition-broker  the first of two consumers, in a network namespace (netlab.py), cut from
+                      the broker for --outage-s, past the session timeout: a zombie of a new kind
+    partition-db      the same, cut from Postgres, past max.poll.interval.ms
+    share-lock        two members of a share group (KIP-932); every --slow-every-th event's first
+                      handling outlives the --lock-ms record lock, so the other member gets it
 
-Workload: `--events` credits on 6 partitions, published up front, handler
-sleep `--work-ms`. Recovery: the consumers run on until every event is
-applied, the lag is 0 and the ledger is still, under a deadline. Checker:
-checker.check, plus the workers' logs (skips, reconnects, failed commits).
+Workload: `--events` credits on 6 partitions, published up front, handler sleep `--work-ms`.
+Recovery: the consumers run on until every event is applied, the lag is 0 and the ledger is
+still, under a deadline. Checker: checker.check, plus the workers' logs (skips, reconnects,
+failed commits).
 
-Assumptions: the embedded stack (stack.py) is up, since the restarts go
-through it; root, for the namespaces; nothing else measures meanwhile.
+Assumptions: the embedded stack (stack.py) is up, since the restarts go through it; root,
+for the namespaces; nothing else measures meanwhile.
 
     python -m measurements.measure_faults --fault pg-restart --variant c --runs 5
 """

@@ -5,39 +5,21 @@ exactly once through a paused consumer, a graceful stop at any moment, a server 
 refuses connections when the consumer starts, and a COMMIT whose reply never reaches the
 client. Without it (b) the commit the client never hears of is credited twice.
 
-Faults, one kind per run, each healed (lab/faults/, those that act on the run's consumers):
+Faults, one kind per run, each healed (lab/faults/, those that act on the run's consumers;
+each module says how it lands):
 
-    pause-consumer      two consumers; the first is SIGSTOPped for --pause-s, longer than
-                        the session timeout, then SIGCONTed. With a handler sleep inside the
-                        transaction the pause usually lands inside one (recorded per fault,
-                        from pg_stat_activity): the other consumer, given the partitions,
-                        waits on the paused one's inbox row lock, unless the role's
-                        idle_in_transaction_session_timeout (--idle-tx-timeout-ms) ends it
-    pause-postgres      two consumers; the server process (backend) serving the first is
-                        SIGSTOPped for --pause-s, longer than max.poll.interval.ms: the consumer
-                        hangs in its statement, leaves the group, and its partitions move while
-                        its transaction stands still (what it was doing is recorded)
-    sigterm             the consumer is sent SIGTERM at a random moment, as systemd or
-                        Kubernetes stops it; how long it takes to exit, with what code, and
-                        whether it had to be SIGKILLed after --stop-deadline-s
-    pg-max-connections  the consumer is SIGKILLed and started again while the server refuses
-                        its role any connection, for --outage-s, then lets it in
-    lost-commit-reply   the consumer reaches Postgres through a proxy (lab/pgproxy.py)
-                        that lets a transaction commit and cuts the connection before the
-                        reply arrives; the consumer cannot know whether its work committed
-    disk-full           the run's tables and indexes live on a tablespace of their own, a small
-                        tmpfs (mounted as root); it is filled to the last byte for --outage-s,
-                        then given its room back. The server fails to extend a table (DiskFull)
-    offsets-expired     once every credit is applied, the consumers stop and the group, empty,
-                        outlives the broker's offsets.retention.minutes (a broker started with a
-                        short one: KAFKA_EXTRA_PROPERTIES, docs/faults-more.md), or with
-                        --delete-group is deleted, which leaves the same state; then the
-                        consumers start again and auto.offset.reset=earliest replays the topic.
-                        With --forgotten F, retention has first forgotten that share of the
-                        inbox (its rows aged 30 days, then retention.sql's delete keeping 14)
-    topic-recreated     once every credit is applied, the consumer is stopped, the topic
-                        deleted and created again under the same name, as many new credits
-                        published to it, and the consumer started again (one fault a run)
+    pause-consumer      the first of two consumers SIGSTOPped for --pause-s, past the session
+                        timeout; the other may wait on its inbox row lock (--idle-tx-timeout-ms)
+    pause-postgres      the server process serving the first of two consumers SIGSTOPped for
+                        --pause-s, past max.poll.interval.ms
+    sigterm             SIGTERM at a random moment, SIGKILL after --stop-deadline-s
+    pg-max-connections  a SIGKILLed consumer started again while its role is refused, --outage-s
+    lost-commit-reply   a proxy (lab/pgproxy.py) lets a COMMIT land and cuts the reply
+    disk-full           the run's tablespace, a small tmpfs, filled for --outage-s
+    offsets-expired     the empty group outlives offsets.retention.minutes (or, --delete-group,
+                        is deleted) and the topic replays; --forgotten F: retention has first
+                        forgotten that share of the inbox
+    topic-recreated     the topic deleted and made again, as many new credits published to it
 
 Workload: `--events` credits on 6 partitions, published up front, handler sleep
 `--work-ms`; --faults faults --every-s apart. A worker that exits on its own is started
@@ -45,9 +27,8 @@ again at once, as a supervisor would (its exit code is recorded), and each fault
 one that has credited something (Supervised.working). After a fault the run waits for the
 next credit; if none comes within RESUME_DEADLINE_S, or a run's first part (every credit
 applied, before topic-recreated or offsets-expired) never ends, the run is recorded as stuck
-(`stuck`), not raised away. Recovery: the consumers run on until
-every event is applied, the lag is 0 and the ledger is still, under a deadline; what never
-came is lost.
+(`stuck`), not raised away. Recovery: the consumers run on until every event is applied, the
+lag is 0 and the ledger is still, under a deadline; what never came is lost.
 Checker: checker.check, and checker.longest_wait: the longest an account (a partition) went
 without a credit.
 
