@@ -1,36 +1,29 @@
 """What batching costs in latency: from a credit's publication to its ledger row, at a fixed
 offered load, per variant.
 
-Claim: at a load every variant keeps up with, c's latency is one transaction and one
-offset commit; d and p trade latency for throughput, since a credit waits for the rest of
-its batch to be read and for the batch's statement; at a load c cannot sustain, its
-latency grows for as long as the load lasts, while d's and p's stay flat.
+Claim: at a load every variant keeps up with, c's latency is one transaction and one offset
+commit; d and p trade latency for throughput, since a credit waits for the rest of its batch
+and for the batch's statement; at a load c cannot sustain, its latency grows for as long as
+the load lasts, while d's and p's stay flat.
 
-Workload: one warm-up credit in each partition, all applied before anything is timed: the
-group has joined, the connections are open, and the consumer holds a position in every
-partition; then a publisher (worker.py --variant publisher, which waits for its producer
-ID before its first send: lab.publishing.ready_producer) sends `--seconds` worth of credits at
-each `--rate`, paced, while one consumer of the variant reads them.
-Measure: per credit, the ledger row's clock_timestamp() (written inside its transaction, a
-moment before the commit) minus the record's CreateTime (stamped by the producer client
-when the publisher handed it the record); p50, p99 and the largest, in ms. Both clocks are
-this machine's. The variants and rates are interleaved run by run in one invocation.
-Checker: every credit applied once (checker.check, through the harness's verdict).
+Workload: one warm-up credit in each partition, all applied before anything is timed (the
+group joined, the connections open, a position in every partition); then a publisher (worker.py
+--variant publisher, lab.publishing.ready_producer) sends `--seconds` worth of credits at each
+`--rate`, paced, while one consumer of the variant reads them. Variants and rates are
+interleaved run by run. Measure: per credit, the ledger row's clock_timestamp() (a moment
+before the commit) minus the record's CreateTime (stamped by the producer client); p50, p99
+and the largest, in ms, both clocks this machine's. Checker: every credit applied once.
 
 Near saturation (--load 0.5,0.8,0.95, in place of --rates): each run first measures the
-variant's capacity, in the same topic, with the same consumer, right before: a backlog of
---capacity-events credits sent at once, applied at the consumer's own pace (msgs/s from its
-first to its last ledger row); once it has drained, the publisher offers that fraction of it
-for --seconds. The capacity is M3's kind: the backlog is in the topic before the consumer that
-drains it starts. The paced publisher then shares the machine with the consumer, which the
-backlog's producer did not: so 95% of that capacity may already be more than the consumer
-takes with a publisher beside it.
+variant's capacity (M3's kind: a backlog of --capacity-events credits already in the topic,
+drained at the consumer's own pace), then the publisher offers that fraction of it for
+--seconds. The paced publisher shares the machine with the consumer, which the backlog's
+producer did not: 95% of that capacity may already be more than the consumer takes.
 
 The batch wait (--sweep-batch N,N,...): d and p read with consume(batch, 0.1), which returns
-once `batch` records are in or 0.1 s has passed. Below a rate of batch/0.1 s that wait is the
-floor of their latency. Each N adds d and p at that batch beside the --batch ones, in the same
-invocation: a batch the offered rate fills sooner than the wait lowers the floor; at a high
-rate, a small batch is a transaction per few credits, and the consumer falls behind.
+once `batch` records are in or 0.1 s has passed, so below batch/0.1 s that wait is the floor
+of their latency. Each N adds d and p at that batch beside the --batch ones: a batch the rate
+fills sooner lowers the floor; at a high rate a small batch falls behind.
 
 Assumptions: the stack is up and nothing else measures on it (a lock enforces it).
 
