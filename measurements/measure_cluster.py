@@ -1,33 +1,31 @@
 """M8, the replicated lab: what a leader move, a controller loss or a Postgres failover does
 to each consumer, under load.
 
-Claim: with acks=all, min.insync.replicas=2 and unclean elections off, killing or
-pausing a partition leader (or the active controller) loses no acknowledged record,
-and the inbox (c, d) applies each credit once through the move; b may duplicate
-where an offset commit is lost in the handover. On the database side the inbox is
-exactly as durable as the commit it rides in: a failover to an asynchronous standby
-can forget commits whose offsets Kafka already holds, and those credits are gone
-for good; to a synchronous standby it forgets none.
+Claim: with acks=all, min.insync.replicas=2 and unclean elections off, killing or pausing a
+partition leader (or the active controller) loses no acknowledged record, and the inbox (c, d)
+applies each credit once through the move; b may duplicate where an offset commit is lost in the
+handover. On the database side the inbox is exactly as durable as the commit it rides in: a failover
+to an asynchronous standby can forget commits whose offsets Kafka already holds, and those credits
+are gone for good; to a synchronous standby it forgets none.
 
-Workload: a publisher (worker.py --variant publisher, journaling each acknowledgement)
-sends `--events` credits at `--rate` while one consumer of the variant reads them.
-Fault: once, `--fault-after-s` after the consumer's first credit (lab/faults/, those on the replicated lab):
+Workload: a publisher (worker.py --variant publisher, journaling each acknowledgement) sends
+`--events` credits at `--rate` while one consumer of the variant reads them. Fault: once,
+`--fault-after-s` after the consumer's first credit (lab/faults/, those on the replicated lab):
     leader-kill      SIGKILL the node leading most partitions, restarted after --down-s
     leader-pause     SIGSTOP it for --pause-s, then SIGCONT
-    isolate-leader   move it into a network namespace, give it its partitions back, then cut
-                     all its links (clients, brokers, controllers) for --isolate-s and heal
+    isolate-leader   move it into a network namespace, give it its partitions back, then cut all its
+                     links (clients, brokers, controllers) for --isolate-s and heal
     controller-kill  SIGKILL the active KRaft controller, restarted after --down-s
     pg-failover      SIGKILL the Postgres primary (every process at once), promote the standby
     pg-failover-stalled  the same after pausing the primary's WAL sender for --stall-s
-Recovery: the publisher finishes, the consumer drains, under a deadline; a Postgres
-failover's dead node is cloned again as the new standby before the next run.
-Checker: checker.check on the ledger; acknowledged records missing from the log
-(the journal against the topic, Jepsen's lost write); the seconds from the fault's
-end to the next credit.
+Recovery: the publisher finishes, the consumer drains, under a deadline; a Postgres failover's dead
+node is cloned again as the new standby before the next run. Checker: checker.check on the ledger;
+acknowledged records missing from the log (the journal against the topic, Jepsen's lost write); the
+seconds from the fault's end to the next credit.
 
-Assumptions: the replicated lab is up (`make up-replicated`) and KAFKA_BROKERS and
-CONSUMER_DSN point at it (`eval "$(python -m lab.stack env --replicated)"`; the make
-target does this); nothing else measures on it.
+Assumptions: the replicated lab is up (`make up-replicated`) and KAFKA_BROKERS and CONSUMER_DSN
+point at it (`eval "$(python -m lab.stack env --replicated)"`; the make target does this); nothing
+else measures on it.
 
     python -m measurements.measure_cluster --fault leader-kill --variant c --runs 1
     python -m measurements.measure_cluster --fault pg-failover-stalled --variant c,o --pg-replication async --runs 5

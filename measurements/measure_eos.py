@@ -1,27 +1,26 @@
 """M7a, exactly-once: what Kafka's transactions guarantee, counted on both sides of the line.
 
-Claim: Kafka's exactly-once loop (consume_eos.py) keeps the output topic exact
-under crashes, read_committed: no copies, nothing missing. It does not reach the
-database. A credit written to Postgres inside the loop outlives the Kafka
-transaction that aborts around it, and the input is handed over again: without
-the inbox (e) the ledger duplicates; through handle_once (f) it does not.
+Claim: Kafka's exactly-once loop (consume_eos.py) keeps the output topic exact under crashes,
+read_committed: no copies, nothing missing. It does not reach the database. A credit written to
+Postgres inside the loop outlives the Kafka transaction that aborts around it, and the input is
+handed over again: without the inbox (e) the ledger duplicates; through handle_once (f) it does not.
 
-Workload: `--events` credits over 100 accounts, published up front. Faults, one
-kind per run (`--point`):
-    kill             M1's schedule: one worker at a time, SIGKILLed `--life`
-                     seconds after its first credit, `--kills` times
-    pg-committed     planted: the worker exits right after a credit's Postgres
-                     commit, before its batch's commit_transaction
-    kafka-committed  planted: the worker exits right after commit_transaction,
-                     before its next poll (the control: nothing is owed)
-A planted crash fires once for each `events / --planted`-th event, the first time a
-worker reaches the point with it; the harness restarts the worker until the topic
-is drained. Recovery: one worker drains, under a deadline. Checker: checker.check
-on the ledger; checker.log_copies on the output topic, read with read_committed
-(what a downstream consumer sees) and read_uncommitted (aborted copies included).
+Workload: `--events` credits over 100 accounts, published up front. Faults, one kind per run
+(`--point`):
+    kill             M1's schedule: one worker at a time, SIGKILLed `--life` seconds after its first
+                     credit, `--kills` times
+    pg-committed     planted: the worker exits right after a credit's Postgres commit, before its
+                     batch's commit_transaction
+    kafka-committed  planted: the worker exits right after commit_transaction, before its next poll
+                     (the control: nothing is owed)
+A planted crash fires once for each `events / --planted`-th event, the first time a worker reaches
+the point with it; the harness restarts the worker until the topic is drained. Recovery: one worker
+drains, under a deadline. Checker: checker.check on the ledger; checker.log_copies on the output
+topic, read with read_committed (what a downstream consumer sees) and read_uncommitted (aborted
+copies included).
 
-Assumptions: the stack is up and nothing else measures on it (a lock enforces
-that); one worker at a time, so one transactional.id per run, stable across restarts.
+Assumptions: the stack is up and nothing else measures on it (a lock enforces that); one worker at a
+time, so one transactional.id per run, stable across restarts.
 
     python -m measurements.measure_eos --variant f --runs 1 --kills 5 --events 2000
     python -m measurements.measure_eos --variant all --runs 5 --kills 20 --events 10000

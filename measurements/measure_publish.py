@@ -1,28 +1,26 @@
 """M7b, the producer's side: copies a publisher writes into the log, and what each consumer makes of them.
 
-Claim: every way of publishing that survives its own failures publishes some
-events twice, under the same event ID, and only a consumer that deduplicates by
-that ID (c, d) applies each once; b, which commits offsets carefully but has no
-inbox, applies every copy.
+Claim: every way of publishing that survives its own failures publishes some events twice, under the
+same event ID, and only a consumer that deduplicates by that ID (c, d) applies each once; b, which
+commits offsets carefully but has no inbox, applies every copy.
 
 Sources (`--source`), each a workload with its fault:
-    relay     relay.py publishes events_outbox, which the application fills at
-              `--rate`; the relay is SIGKILLed on a seeded schedule, and also
-              crashes itself after the broker's acknowledgement, before marking
-              the rows published (`--planted` times a run). It republishes on restart.
-    retries   one producer session sends at `--rate` from a network namespace
-              while its link to the broker is cut for `--outage-s` (longer than its
-              socket.timeout.ms, after which librdkafka resends) and, once, the broker is SIGKILLed and restarted;
-              librdkafka resends. With enable.idempotence off, then on.
-    restart   a publisher journals each acknowledgement; it is SIGKILLed on the
-              schedule, and each restart sends whatever has no journal line: the
-              application's own retry, across producer sessions.
-Then one worker of the variant (b, c or d) drains the topic. Counted:
-`log_copies` (records beyond the first per ID, checker.log_copies), and the
-ledger's duplicates and lost (checker.check).
+    relay     relay.py publishes events_outbox, which the application fills at `--rate`; the relay
+              is SIGKILLed on a seeded schedule, and also crashes itself after the broker's
+              acknowledgement, before marking the rows published (`--planted` times a run). It
+              republishes on restart.
+    retries   one producer session sends at `--rate` from a network namespace while its link to the
+              broker is cut for `--outage-s` (longer than its socket.timeout.ms, after which
+              librdkafka resends) and, once, the broker is SIGKILLed and restarted; librdkafka
+              resends. With enable.idempotence off, then on.
+    restart   a publisher journals each acknowledgement; it is SIGKILLed on the schedule, and each
+              restart sends whatever has no journal line: the application's own retry, across
+              producer sessions.
+Then one worker of the variant (b, c or d) drains the topic. Counted: `log_copies` (records beyond
+the first per ID, checker.log_copies), and the ledger's duplicates and lost (checker.check).
 
-Assumptions: the stack is up and nothing else measures on it; retries needs root
-(ip netns), as M6's partitions do.
+Assumptions: the stack is up and nothing else measures on it; retries needs root (ip netns), as M6's
+partitions do.
 
     python -m measurements.measure_publish --source relay --variant c --runs 1
     python -m measurements.measure_publish --source all --variant all --runs 5

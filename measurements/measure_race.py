@@ -1,25 +1,24 @@
 """The race: several consumers of one group handling copies of the same events at
 the same moment, on a few hot accounts.
 
-Claim: however the consumers interleave, every variant with the inbox applies each
-event once, exactly, and none of them dies: the batched inbox takes its locks in one
-order (inbox rows, then accounts, in id order, in a mode the ledger's foreign-key check
-does not wait on), and a transaction the server rolls back anyway (a deadlock, a
-serialization failure) is run again by variants/common.Database, not fatal.
+Claim: however the consumers interleave, every variant with the inbox applies each event once,
+exactly, and none of them dies: the batched inbox takes its locks in one order (inbox rows, then
+accounts, in id order, in a mode the ledger's foreign-key check does not wait on), and a transaction
+the server rolls back anyway (a deadlock, a serialization failure) is run again by
+variants/common.Database, not fatal.
 
-Workload: `--events` credits over `--accounts` accounts (few: hot rows), each published
-`--copies` times, to as many distinct partitions of a `--partitions` topic (seeded), the
-copies side by side in the log, as after a relay's republish. Publishing waits until
-every consumer holds partitions, so the copies are met by different consumers at about
-the same time. Consumers: `--consumers` worker processes of one variant in one group
-(outbox: as many relays beside them, racing on FOR UPDATE SKIP LOCKED). Nemesis: none
-but the concurrency. Recovery: every event applied, lag 0, nothing pending, effects
-still, under a deadline; a consumer that dies is counted and the others carry on.
-Checker: checker.check on (published events, the ledger; the provider's charges for
-external and outbox). Counted beside it: transactions retried, consumers that died.
+Workload: `--events` credits over `--accounts` accounts (few: hot rows), each published `--copies`
+times, to as many distinct partitions of a `--partitions` topic (seeded), the copies side by side in
+the log, as after a relay's republish. Publishing waits until every consumer holds partitions, so
+the copies are met by different consumers at about the same time. Consumers: `--consumers` worker
+processes of one variant in one group (outbox: as many relays beside them, racing on FOR UPDATE SKIP
+LOCKED). Nemesis: none but the concurrency. Recovery: every event applied, lag 0, nothing pending,
+effects still, under a deadline; a consumer that dies is counted and the others carry on. Checker:
+checker.check on (published events, the ledger; the provider's charges for external and outbox).
+Counted beside it: transactions retried, consumers that died.
 
-Assumptions: the stack is up; counting only, so it may run beside a timing measurement
-on a second stack.
+Assumptions: the stack is up; counting only, so it may run beside a timing measurement on a second
+stack.
 
     python -m measurements.measure_race --variant all --consumers 3 --copies 3 --accounts 20 --runs 5
 """

@@ -1,9 +1,8 @@
 """Where the batched inbox's time goes: run_batched under cProfile, in this process.
 
-Claim: once the per-message transaction and commit are gone, the loop's time is
-mostly the database doing the set-based work, then decoding each message in
-Python; the client's own read is a small share. Prints the top functions by
-own time, and writes them to --out.
+Claim: once the per-message transaction and commit are gone, the loop's time is mostly the database
+doing the set-based work, then decoding each message in Python; the client's own read is a small
+share. Prints the top functions by own time, and writes them to --out.
 
 Assumptions: the stack is up; a scratch schema and topic are made and dropped.
 

@@ -1,12 +1,11 @@
 """The inbox consumer end to end, in about a minute, on the real services.
 
-Claim: with 100 of 1,000 credits published twice and three poison messages
-mixed in, the consumer applies every credit exactly once, skips the 100
-copies, parks the poison on the dead-letter topic, and every balance is exact.
+Claim: with 100 of 1,000 credits published twice and three poison messages mixed in, the consumer
+applies every credit exactly once, skips the 100 copies, parks the poison on the dead-letter topic,
+and every balance is exact.
 
-Assumptions: the stack is up (`make up`). The tour makes its own schema and
-topic (random suffix), so it can be run again and again; it drops the schema
-at the end unless --keep.
+Assumptions: the stack is up (`make up`). The tour makes its own schema and topic (random suffix),
+so it can be run again and again; it drops the schema at the end unless --keep.
 
     python -m measurements.tour
 """
