@@ -1,33 +1,32 @@
 """Conformance: one consumer, seven checks, one table (issue #45).
 
-Claim: a consumer that keeps the contract (docs/your-consumer.md) and the inbox passes every
-row: each credit applied exactly once through republished copies, SIGKILLs, an evicted zombie,
-poison messages, a database restart, a broker restart and a soak that mixes them; a consumer
-without the inbox (examples/python/naive_consume.py) fails at least the copies and the kills.
+Claim: a consumer that keeps the contract (docs/your-consumer.md) and the inbox passes every row:
+each credit applied exactly once through republished copies, SIGKILLs, an evicted zombie, poison
+messages, a database restart, a broker restart and a soak that mixes them; a consumer without the
+inbox (examples/python/naive_consume.py) fails at least the copies and the kills.
 
-Checks, each in a run space of its own (schema, topic, group), each a row of the table and a
-run of the results file:
+Checks, each in a run space of its own (schema, topic, group), each a row of the table and a run of
+the results file:
 
-    copies          every credit published twice (every fourth three times), same key, the
-                    copies later in the log than the originals; one consumer drains
-    kills           M1's seeded SIGKILL schedule while the consumer is kept a backlog of
-                    credits to apply (so its kills land mid-stream, however fast it is),
-                    then one consumer drains
-    zombie          M2 with the stall made in the database (lab/faults/db_stall.py): two
-                    chosen events stall past max.poll.interval.ms, two consumers
+    copies          every credit published twice (every fourth three times), same key, the copies
+                    later in the log than the originals; one consumer drains
+    kills           M1's seeded SIGKILL schedule while the consumer is kept a backlog to apply (so
+                    its kills land mid-stream, however fast it is), then one consumer drains
+    zombie          M2 with the stall made in the database (lab/faults/db_stall.py): two chosen
+                    events stall past max.poll.interval.ms, two consumers
     poison          a battery of bad messages between good credits, on one partition
     pg-restart      PostgreSQL restarted in immediate mode, twice, mid-stream
     broker-restart  the Kafka broker SIGKILLed and started again, once, mid-stream
-    soak            --soak-minutes of a steady stream of credits, two consumers, and a mixed
-                    seeded schedule of SIGKILLs, pauses (SIGSTOP) and restarts; then a drain
+    soak            --soak-minutes of a steady stream of credits, two consumers, and a mixed seeded
+                    schedule of SIGKILLs, pauses (SIGSTOP) and restarts; then a drain
 
 A check passes with 0 duplicates and 0 lost (and exact balances, where the ledger is counted);
 poison also wants no effect of any poison message and a consumer still consuming. A check that
-cannot run is a row "error: ...", never the end of the others; a command that cannot be
-measured at all (the first check finds it so) ends the measurement in one line, exit 1.
+cannot run is a row "error: ...", never the end of the others; a command that cannot be measured at
+all (the first check finds it so) ends the measurement in one line, exit 1.
 
-Assumptions: the embedded stack (stack.py) this checkout started, with LAB_STACK_HOME,
-KAFKA_BROKERS and CONSUMER_DSN naming it: the restarts act on it.
+Assumptions: the embedded stack (stack.py) this checkout started, with LAB_STACK_HOME, KAFKA_BROKERS
+and CONSUMER_DSN naming it: the restarts act on it.
 
     python -m measurements.conformance --command "python consume.py"
     python -m measurements.conformance --command "python examples/python/naive_consume.py" --checks copies,kills
@@ -35,6 +34,7 @@ KAFKA_BROKERS and CONSUMER_DSN naming it: the restarts act on it.
 """
 import collections
 import contextlib
+import itertools
 import json
 import math
 import random
@@ -240,8 +240,7 @@ def check_kills(variant: str, config: dict) -> dict:
         def before_kill(k, worker):
             """What was sent, then what was applied (in that order, which can only undercount the
             work left: the consumer still runs while they are read)."""
-            sent = backlog.sent
-            return {"sent_at_kill": sent, "applied_at_kill": applied(space.admin)[1]}
+            return {"sent_at_kill": backlog.sent, "applied_at_kill": applied(space.admin)[1]}
 
         def after_kill(k, life, worker, exit_code):
             rows, distinct = applied(space.admin)
@@ -358,8 +357,8 @@ def check_restarts(fault: str, times: int):
                                  f"({met['outage_s']:.1f} s out)")
             recovery = harness.settle([worker], space.admin, n, 300.0, space.group, space.topic,
                                       applied=applied_by(query), tolerate_exits=supervised(variant))
-            return judged(variant, space, events, {"faults": landed, "mid_stream": sum(f["applied_before"] < n
-                                                                                       for f in landed),
+            mid_stream = sum(f["applied_before"] < n for f in landed)
+            return judged(variant, space, events, {"faults": landed, "mid_stream": mid_stream,
                                                    "settled": recovery.settled,
                                                    "restarts": worker.counts.get("restarts", 0),
                                                    **counted([worker], "skipped", "restarted", "reconnected")})
@@ -461,10 +460,7 @@ def soak_plan(config: dict) -> list[tuple[float, str]]:
     schedule.composed, merged in time; nothing after the soak's end."""
     seconds = config["soak_minutes"] * 60
     lives = nemesis.kill_schedule(config["seed"], math.ceil(seconds / SOAK_LIFE[0]) + 1, SOAK_LIFE)
-    kills, at = [], 0.0
-    for life in lives:
-        at += life
-        kills.append((round(at, 3), "kill"))
+    kills = [(round(at, 3), "kill") for at in itertools.accumulate(lives)]
     drawn = schedule.composed(SOAK_FAULTS, config["seed"], math.ceil(seconds / config["soak_every_s"]) + 1,
                               config["soak_every_s"])
     return sorted(item for item in [*kills, *drawn] if item[0] < seconds)
@@ -513,10 +509,9 @@ def check_soak(variant: str, config: dict) -> dict:
         results.progress(f"soak: {len(events)} credits published; draining")
         recovery = harness.settle(workers, space.admin, len(events), 600.0, space.group, space.topic,
                                   applied=applied_by(query), tolerate_exits=supervised(variant))
-        actions = collections.Counter(entry["action"] for entry in log)
         return judged(variant, space, events, {
-            "minutes": config["soak_minutes"], "actions": dict(actions), "not_landed": len(plan) - len(log),
-            "schedule": log,
+            "minutes": config["soak_minutes"], "actions": dict(collections.Counter(entry["action"] for entry in log)),
+            "not_landed": len(plan) - len(log), "schedule": log,
             "refused_sends": stream.refused, "unflushed_sends": stream.unflushed, "settled": recovery.settled,
             "restarts": sum(w.counts.get("restarts", 0) for w in team.started),
             **counted(team.started, "skipped", "evictions")})
@@ -550,13 +545,12 @@ def run_once(variant: str, check: str, run: int, config: dict) -> dict:
     try:
         record.update(RUN[check](variant, config), error=None)
         _judged.append(check)
-    except harness.CommandError as e:
-        if not _judged:
-            raise
-        record.update(passed=None, duplicates=None, lost=None, evidence={}, details={}, error=one_line(e))
     except Exception as e:  # a check that cannot run is a row, not the end of the others
+        if isinstance(e, harness.CommandError) and not _judged:
+            raise
+        said = isinstance(e, (CannotRun, harness.CommandError))  # their message says what went wrong
         record.update(passed=None, duplicates=None, lost=None, evidence={}, details={},
-                      error=one_line(e) if isinstance(e, CannotRun) else f"{type(e).__name__}: {one_line(e)}")
+                      error=one_line(e) if said else f"{type(e).__name__}: {one_line(e)}")
     return {**record, "run": run, "seconds": round(time.monotonic() - started, 1)}
 
 
@@ -587,11 +581,10 @@ def evidence_of(row: dict) -> str:
 def notes_of(row: dict) -> str:
     """What the check met, from its details: for reading, not for the verdict."""
     d, notes = row.get("details") or {}, []
-    for key, label in (("kills", "kills"), ("stalls", "stalls"), ("evictions", "evictions"),
-                       ("skipped", "skipped"), ("restarts", "restarts"), ("dead_lettered", "dead-lettered"),
-                       ("unexpected", "unexpected effects")):
+    labels = {"dead_lettered": "dead-lettered", "unexpected": "unexpected effects"}
+    for key in ("kills", "stalls", "evictions", "skipped", "restarts", "dead_lettered", "unexpected"):
         if d.get(key):
-            notes.append(f"{label} {d[key]}")
+            notes.append(f"{labels.get(key, key)} {d[key]}")
     if "faults" in d:
         notes.append(f"{len(d['faults'])} landed, {d['mid_stream']} mid-stream")
     elif "mid_stream" in d:
