@@ -97,13 +97,12 @@ def run_once(variant: str, point: str, run: int, config: dict) -> dict:
         recovery = harness.recover(variant, space, deadline_s=max(300.0, config["events"] * 0.1), log_path=log_path,
                                    args=args)
         verdict = harness.verdict_of(events, space.admin)
-        published = [event_id for event_id, _ in events]
         committed = harness.record_ids(space.topic + ".credited", "read_committed")
         everything = harness.record_ids(space.topic + ".credited", "read_uncommitted")
     counts = collections.Counter(recovery["counts"])
     for entry in fault_log:
         counts.update(entry["counts"])
-    topic = checker.log_copies(published, committed)
+    topic = checker.log_copies([event_id for event_id, _ in events], committed)
     return {"variant": variant, "point": point, "run": run, "seed": seed, "events": config["events"],
             "faults": sum(entry.get("exit_code") is None for entry in fault_log),
             "crashes": [entry["exit_code"] for entry in fault_log if entry.get("exit_code") is not None], **verdict,

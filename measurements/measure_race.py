@@ -38,12 +38,8 @@ COUNTS = ("duplicates", "lost", "retried", "died", "skipped")
 def copies_of(events: list, copies: int, partitions: int, seed: int) -> tuple[list, list[int]]:
     """Each event `copies` times, side by side, on distinct partitions chosen by the seed."""
     rng = random.Random(seed)
-    messages, where = [], []
-    for event in events:
-        for partition in rng.sample(range(partitions), copies):
-            messages.append(event)
-            where.append(partition)
-    return messages, where
+    where = [partition for _ in events for partition in rng.sample(range(partitions), copies)]
+    return [event for event in events for _ in range(copies)], where
 
 
 def run_once(variant: str, run: int, config: dict) -> dict:
