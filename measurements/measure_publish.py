@@ -151,9 +151,8 @@ def with_restarts(space, events_file, journal, config, seed, log_path) -> list[d
 def run_once(source: str, idempotence: str, variant: str, run: int, config: dict) -> dict:
     name = f"{source}-{idempotence}-{variant}-r{run}"
     log_path = harness.fresh_log(f"publish-{name}")
-    seed = config["seed"] + run
     begun = time.monotonic()
-    events = harness.make_events(config["events"], prefix=f"r{run}", seed=seed)
+    args, seed, events = harness.run_workload(variant, run, config)
     events_file, journal = harness.log_dir() / f"publish-{name}.events", harness.log_dir() / f"publish-{name}.acked"
     events_file.write_text("".join(json.dumps(pair) + "\n" for pair in events))
     journal.unlink(missing_ok=True)
@@ -166,8 +165,7 @@ def run_once(source: str, idempotence: str, variant: str, run: int, config: dict
             fault_log = with_restarts(space, events_file, journal, config, seed, log_path)
         published = [event_id for event_id, _ in events]
         log = checker.log_copies(published, harness.record_ids(space.topic, "read_uncommitted"))
-        recovery = harness.recover(variant, space, deadline_s=300, log_path=log_path,
-                                   args=harness.worker_args(variant, config))
+        recovery = harness.recover(variant, space, deadline_s=300, log_path=log_path, args=args)
         verdict = harness.verdict_of(events, space.admin)
         if variant in STATEFUL:
             with psycopg.connect(space.admin) as conn:
