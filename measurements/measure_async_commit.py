@@ -1,17 +1,16 @@
 """Why FastStream's AckPolicy.ACK can lose a message on a kill (M9): an asynchronous commit
 of the *stored* offsets covers whatever the next poll hands out before the commit is sent.
 
-Claim: `consumer.commit(asynchronous=True)` with no offsets (what FastStream's ack calls)
-does not capture the offsets at the call. librdkafka's own thread gathers the stored
-offsets when it builds the commit request, and a poll() in between has already stored
-the next message's offset: the commit lands past a message whose handler has not run, and
-a kill during that handler loses it. Committing the message itself,
-`commit(message=msg, asynchronous=True)`, names the offset at the call and cannot.
+Claim: `consumer.commit(asynchronous=True)` with no offsets (what FastStream's ack calls) does not
+capture the offsets at the call: librdkafka's thread gathers the stored offsets when it builds the
+request, and a poll() in between has already stored the next message's offset, so the commit lands
+past a message whose handler has not run, and a kill during that handler loses it.
+`commit(message=msg, asynchronous=True)` names the offset at the call and cannot.
 
-Workload: a one-partition topic of 10 records; per trial a fresh group, one poll, the
-commit, at once the next poll (as FastStream's loop does: ack, then getone), a second for
-the commit to land, and the group's committed offset read back. Checker: how many trials
-committed offset 2, past the second message, which no handler had seen.
+Workload: a one-partition topic of 10 records; per trial a fresh group, one poll, the commit, at
+once the next poll (FastStream's loop: ack, then getone), a second for the commit to land, and the
+group's committed offset read back. Checker: how many trials committed offset 2, past the second
+message, which no handler had seen.
 
 Assumptions: the Kafka of the stack (stack.py) is up. No Postgres.
 

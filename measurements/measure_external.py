@@ -8,15 +8,13 @@ retrying after an expired lease risks a duplicate (retry), giving up risks a los
 Workload: `--events` credits published up front; the side effect is an HTTP charge to provider.py (a
 real service on loopback, its own table in Postgres). Fault: `--kills` lives of the consumer (and,
 for outbox, the relay), each SIGKILLed `--life` seconds after its first call on M1's seeded
-schedule, a random point; and two planted crashes, os._exit() right after the call of every
-`--crash-every`-th event, before its mark-done (the call landed and nothing records it), and right
-after the claim of every `--crash-before-every`-th, before its call (nothing landed, and the lease
-says someone was on it). The rates are sparse enough that most lives still end by the SIGKILL.
+schedule; and two planted crashes, os._exit() right after the call of every `--crash-every`-th
+event (the call landed and nothing records it), and right after the claim of every
+`--crash-before-every`-th, before its call (nothing landed, and the lease says someone was on it).
 Recovery: a final consumer (and relay) runs until the lag is 0, no effect is left `processing`, the
 outbox is empty and the charges are still. Checker: checker.check on (published events, the
-provider's charges). Beside it, how often a live handler gave up because its lease ran short (it
-does not call, or stops waiting on a call, once 3/4 of the lease is gone) and how often a mark-done
-found its lease taken over: both should be 0 on loopback, and if they are not, they are where a
+provider's charges); beside it, how often a handler gave up because its lease ran short and how
+often a mark-done found its lease taken over: both should be 0 on loopback, else they are where a
 lookup-policy duplicate would come from.
 
 Assumptions: the stack is up and nothing else measures on it.

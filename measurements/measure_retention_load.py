@@ -1,37 +1,34 @@
 """#31: what forgetting old IDs costs the consumer while it consumes.
 
-Claim: retention.sql's batched DELETE, run beside p against a backlog of expired IDs,
-writes WAL for every row it forgets and takes CPU and I/O from p; an inbox partitioned
-by the ID's day forgets the same backlog by dropping tables, which writes next to no WAL.
-The question the lock raises: a partition drop (inbox_v7.sql's inbox_v7_drop_before, one
-DROP TABLE a day, in one transaction) needs the parent's ACCESS EXCLUSIVE lock, so it
-waits for p's statement in flight and p's next statements wait behind it; DETACH
-PARTITION ... CONCURRENTLY, then DROP, takes no lock p's statement conflicts with. How
-long p stalls for either is measured (the longest gap between two credits), not assumed.
+Claim: retention.sql's batched DELETE, run beside p against a backlog of expired IDs, writes WAL for
+every row it forgets and takes CPU and I/O from p; an inbox partitioned by the ID's day forgets the
+same backlog by dropping tables, which writes next to no WAL. A partition drop (inbox_v7.sql's
+inbox_v7_drop_before, one DROP TABLE a day, in one transaction) needs the parent's ACCESS EXCLUSIVE
+lock, so it waits for p's statement in flight and p's next statements wait behind it; DETACH
+PARTITION ... CONCURRENTLY, then DROP, takes no lock p's statement conflicts with. How long p stalls
+for either is measured (the longest gap between two credits), not assumed.
 
-Workload: `--events` credits with UUIDv7 IDs (the producer's clock in the ID), published
-up front, then one p worker drains them. Its inbox already remembers `--backlog` IDs from
-15 to 21 days back, past a 14-day window, so all of them are due. The modes, interleaved
-run by run in a rotating order:
+Workload: `--events` credits with UUIDv7 IDs, published up front, then one p worker drains them. Its
+inbox already remembers `--backlog` IDs from 15 to 21 days back, past a 14-day window, so all are
+due. The modes, interleaved run by run in a rotating order:
 
-    alone        processed_messages as schema.sql makes it (with retention.sql's index), nothing beside p
-    delete       the same, with lab.retention.forget (retention.sql's DELETE, 10,000 a batch) beside p
+    alone        processed_messages as schema.sql makes it (with retention.sql's index)
+    delete       the same, with lab.retention.forget (retention.sql's DELETE, 10,000 a batch)
     partitioned  processed_messages range-partitioned by message_id, a partition per UTC day
-                 (inbox_v7_ensure_days' bounds: a v7 ID sorts by its millisecond), nothing beside p
-    drop         the same, with inbox_v7_drop_before dropping the expired days beside p
-    detach       the same, each expired day DETACHed CONCURRENTLY, then dropped, beside p
+                 (inbox_v7_ensure_days' bounds: a v7 ID sorts by its millisecond)
+    drop         the same, with inbox_v7_drop_before dropping the expired days
+    detach       the same, each expired day DETACHed CONCURRENTLY, then dropped
 
-p's statement is unchanged: it names processed_messages, and the partitioned table keeps the
-key (consumer, message_id), which holds the partition key. Retention starts at p's first
-credit, as the retention role (delete) or the schema's owner (DDL).
+Retention runs beside p (from its first credit, as the retention role or the schema's owner) in
+delete, drop and detach; p's statement is the same in every mode (the partitioned table keeps the
+key (consumer, message_id), which holds the partition key).
 
-Measure: p's msgs/s from first to last credit (the ledger's clock_timestamp()), the longest
-gap between two credits (p's longest stall), the WAL written from p's start until both are
-done, how long retention took and whether it ended before p's last credit. Checker: every
-credit once, the balances exact, and the backlog gone where retention ran.
+Measure: p's msgs/s from first to last credit, its longest gap between two credits, the WAL written
+from p's start until both are done, how long retention took and whether it ended before p's last
+credit. Checker: every credit once, the balances exact, and the backlog gone where retention ran.
 
-Assumptions: the stack is up and nothing else measures on it (the measurement lock);
-PostgreSQL 18 (uuidv7(interval) back-dates the backlog's IDs).
+Assumptions: the stack is up and nothing else measures on it (the measurement lock); PostgreSQL 18
+(uuidv7(interval) back-dates the backlog's IDs).
 
     python -m measurements.measure_retention_load --runs 5
 """
