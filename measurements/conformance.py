@@ -111,10 +111,6 @@ class Crew:
     def log(self, slot: int):
         return harness.log_dir() / f"conformance-{self.name}-w{slot}.log"
 
-    def stop(self) -> None:
-        for worker in self.started:
-            worker.stop()
-
 
 @contextlib.contextmanager
 def crew(variant: str, space, args: tuple, check: str, slots: int = 1):
@@ -126,7 +122,8 @@ def crew(variant: str, space, args: tuple, check: str, slots: int = 1):
     try:
         yield team
     finally:
-        team.stop()
+        for worker in team.started:
+            worker.stop()
 
 
 def supervised(variant: str) -> bool:
@@ -315,7 +312,6 @@ def check_poison(variant: str, config: dict) -> dict:
                                   applied=applied_by(query), tolerate_exits=supervised(variant))
         running = worker.proc.poll() is None
         restarts = worker.counts.get("restarts", 0)
-        dlq = dead_letters(space.topic)
 
         def rule(verdict, applied):
             taken = sorted(e for e in poison_ids if e in applied)
@@ -324,7 +320,7 @@ def check_poison(variant: str, config: dict) -> dict:
                     {"poison_applied": taken, "unexpected": verdict["unexpected"]})
 
         return judged(variant, space, good, {"poison": len(POISON), "running": running, "restarts": restarts,
-                                             "settled": recovery.settled, "dlq": dlq,
+                                             "settled": recovery.settled, "dlq": dead_letters(space.topic),
                                              **counted([worker], "dead_lettered")}, also=rule)
 
 
