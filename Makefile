@@ -136,6 +136,7 @@ measure: up
 	$(PY) -m measurements.measure_async_commit $(FORCE) --runs 5 --out results/async-commit.json
 	$(PY) measure_throughput.py $(FORCE) --against 1b663da --variants p,db,p@2,db@2,d --runs 7 --events 100000 \
 	  --out results/throughput-against.json
+	$(PY) -m measurements.measure_cores $(FORCE) --runs 5 --out results/throughput-cores.json
 	$(PY) measure_throughput.py $(FORCE) --against 9ff66d5 --variants p,p@2,d --runs 5 --events 100000 \
 	  --out results/throughput-commits.json
 	$(PY) measure_throughput.py $(FORCE) --variants p,p-bare --runs 5 --events 100000 --out results/throughput-bare.json

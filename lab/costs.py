@@ -137,6 +137,34 @@ def bare_lines(doc: dict) -> str:
     return rates_table(doc) + "\n\n" + "\n".join(lines)
 
 
+def cores_lines(doc: dict) -> str:
+    """#46's last bar on shared cores and with a core for Postgres alone (measurements/measure_cores.py)."""
+    top, bottom = doc["config"]["variants"].split(",")
+
+    def busy(runs, variant, kinds):  # cores a kind of process kept busy, the median over runs that timed CPU
+        figures = [r["figures"][variant] for r in runs if r["figures"][variant]["cpu_us_per_msg"]]
+        median = results.median_or_none(sum(f["cpu_us_per_msg"][k] for k in kinds) * f["msgs_per_s"] / 1e6
+                                        for f in figures)
+        return "–" if median is None else f"{median:.2f}"
+
+    rows = []
+    for layout in ("shared", "apart"):
+        if (s := doc["summary"].get(layout)) is None:
+            continue
+        mine = [r for r in doc["runs"] if r["layout"] == layout]
+        cpus = {k: ",".join(map(str, mine[0][f"{k}_cpus"])) for k in ("postgres", "client")}
+        rows.append([say(f"cores.{layout}", pg=cpus["postgres"], rest=cpus["client"]), s["runs"],
+                     *(spread(s["msgs_per_s"][v], 0) for v in (top, bottom)),
+                     *(busy(mine, v, ("postgres_backends",)) for v in (top, bottom)),
+                     busy(mine, top, ("consumer_python", "consumer_librdkafka", "broker")), spread(s["ratio"], 3)])
+    table = markdown_table(["Layout", "Runs", f"{top} msgs/s", f"{bottom} msgs/s",
+                            f"Postgres backends, cores busy: {top}", f"the same: {bottom}",
+                            f"{top}'s consumer and broker, cores busy", f"{top}/{bottom}, median (min–max)"], rows)
+    pairs = doc["summary"].get("apart/shared", {})
+    said = say("cores.paired", rates="; ".join(f"{v} {spread(pairs[v], 3)}" for v in pairs)) if pairs else ""
+    return table + ("\n\n" + said if said else "")
+
+
 TWO_CONNECTIONS = Table("pipelined.two", "throughput-connections.json", cpu=True, body=throughput_tables,
                         optional=True, before="\nTwo statements at once (p@2: the worker's `--connections 2`; db@2: "
                         "the ceiling, two connections taking the batches in turn):\n\n")
@@ -158,6 +186,8 @@ SECTIONS = {table.name: table for table in [
       for name, old, variants, runs, bars in (("against", "1b663da", "p,db,p@2,db@2,d", 7, AGAINST_BARS),
                                               ("commits", "9ff66d5", "p,p@2,d", 5, ()),
                                               ("ahead", "6686431", "p,p@2,d,db@2", 5, ()))),
+    Table("cores", "throughput-cores.json", body=cores_lines, extra=lambda doc: doc["runs"][0]["throughput_config"],
+          command="python -m measurements.measure_cores --runs 5 --out results/throughput-cores.json"),
     Table("bare", "throughput-bare.json", cpu=True, body=bare_lines, extra=batch_of,
           command="python measure_throughput.py --variants p,p-bare --runs 5 --events 100000 "
           "--out results/throughput-bare.json"),

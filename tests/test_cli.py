@@ -66,6 +66,11 @@ BAD = [
     ("measurements.measure_cluster", ["--fault", "meteor", "--variant", "c"], "invalid choice"),
     ("measurements.measure_cluster", ["--fault", "pg-failover", "--variant", "c,z"], "unknown variant"),
     ("lab.stack", ["up", "--pg-replication", "sync"], "--pg-replication goes with --replicated"),
+    ("measurements.measure_cores", ["--variants", "p@2"], "--variants takes two variants, A,B"),
+    ("measurements.measure_cores", ["--variants", "p@2,zz"], "unknown variant(s) 'zz'"),
+    ("measurements.measure_cores", ["--postgres-cores", "4096"], "must leave at least one of this process's"),
+    ("measurements.measure_cores", ["--postgres-cores", "0"], "--postgres-cores must be at least 1"),
+    ("measurements.measure_cores", ["--batch", "0"], "--batch must be at least 1"),
 ]
 
 

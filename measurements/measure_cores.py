@@ -1,0 +1,168 @@
+"""Whether p@2 falls short of db@2 because its client shares the CPU with Postgres (#46's last bar).
+
+Claim: on this machine's two cores, p@2 (the pipelined inbox on two connections) reaches less of
+db@2's rate (its statement alone, the batches built in memory) because p's reading and decoding
+take CPU that db@2 gives to its backends, not because the pipeline leaves Postgres waiting. Give
+Postgres a core of its own, and the broker and the consumer the rest, and p@2 keeps Postgres as
+busy as db@2 does: p@2/db@2 comes to about 1. On shared cores it is what the throughput files say.
+
+Workload: measure_throughput.py itself, one run of `--variants` at a time (a process of its own,
+as a reader runs it), under two layouts that take turns run by run: `shared` (every process may
+use every CPU, as in every other file) and `apart` (the stack's Postgres, its postmaster and every
+backend it forks, on the last --postgres-cores CPUs; the broker, the measuring process and the
+consumer on the others). A run's record is the two variants' figures from that one invocation
+and the ratio of the first over the second; `apart` over `shared` pairs each variant's runs of
+the same round.
+
+Assumptions: the stack (stack.py) is up, from this checkout, and nothing else runs on it; at least
+two CPUs. The layout is set with sched_setaffinity on the stack's processes and put back to every
+CPU when this ends; after a SIGKILL of this process, `make down && make up` puts it back.
+
+    python -m measurements.measure_cores --runs 5 --events 100000
+"""
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from lab import cli, cpu, provenance, results, stack
+from lab.settings import ROOT
+
+LAYOUTS = ("shared", "apart")
+
+
+def pin(pid: int, cpus: set[int]) -> None:
+    """Every thread of `pid` (the JVM's many, each backend's one) on `cpus`; a thread that has
+    just ended is no matter."""
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            os.sched_setaffinity(int(task.name), cpus)
+        except (ProcessLookupError, FileNotFoundError):
+            pass
+
+
+def lay_out(postgres: set[int], others: set[int]) -> None:
+    """The postmaster and its children on `postgres` (a backend forked later inherits it), the broker on `others`."""
+    postmaster, broker = stack.postgres_pid(), stack.kafka_pid()
+    if postmaster is None or broker is None:
+        raise SystemExit("measure_cores: the stack is not up from this checkout (python -m lab.stack up)")
+    for pid in (postmaster, *cpu.children(postmaster)):
+        pin(pid, postgres)
+    pin(broker, others)
+
+
+def throughput_command(config: dict, out: Path) -> list[str]:
+    return [sys.executable, "measure_throughput.py", "--variants", config["variants"], "--runs", "1",
+            "--events", str(config["events"]), *(["--batch", str(config["batch"])] if config["batch"] else []),
+            "--out", str(out)]
+
+
+def one_invocation(config: dict, client: set[int], out: Path) -> dict:
+    """measure_throughput.py's one run of each variant, its process (and so its workers) on `client`."""
+    done = subprocess.run(throughput_command(config, out), cwd=ROOT, capture_output=True, text=True,
+                          preexec_fn=lambda: os.sched_setaffinity(0, client))
+    if done.returncode != 0:
+        tail = (done.stderr.strip().splitlines() or ["(nothing on stderr)"])[-1]
+        raise SystemExit(f"measure_cores: measure_throughput.py exited {done.returncode}: {tail}")
+    return json.loads(out.read_text())
+
+
+def run_once(layout: str, run: int, config: dict) -> dict:
+    every = set(os.sched_getaffinity(0))
+    postgres = set(sorted(every)[-config["postgres_cores"]:]) if layout == "apart" else every
+    client = every - postgres or every
+    try:
+        lay_out(postgres, client)
+        with tempfile.TemporaryDirectory() as folder:
+            doc = one_invocation(config, client, Path(folder) / "throughput.json")
+    finally:
+        lay_out(every, every)
+    for r in doc["runs"]:  # the invocation's files count as this run's: it ran them
+        for path, hashed in r.get("loaded", {}).items():
+            provenance.heard(provenance.LOADED_LOG % (path, hashed))
+        for name, version in r.get("packages", {}).items():
+            provenance.heard(provenance.LOADED_LOG % (provenance.PACKAGE + name, version))
+    figures = {r["variant"]: {k: r.get(k) for k in ("msgs_per_s", "cpu_us_per_msg", "duplicates", "lost",
+                                                    "balances_exact")} for r in doc["runs"]}
+    top, bottom = config["variants"].split(",")
+    return {"variant": f"{top}/{bottom}", "layout": layout, "run": run, "postgres_cpus": sorted(postgres),
+            "client_cpus": sorted(client), "throughput_config": doc["config"], "figures": figures,
+            "ratio": round(figures[top]["msgs_per_s"] / figures[bottom]["msgs_per_s"], 3),
+            "balances_exact": figures[top]["balances_exact"]}
+
+
+def summarise(runs: list[dict]) -> dict:
+    by = {layout: {r["run"]: r for r in runs if r["layout"] == layout} for layout in LAYOUTS}
+    summary = {layout: {"runs": len(mine), "ratio": results.stats(r["ratio"] for r in mine.values()),
+                        "msgs_per_s": {v: results.stats(r["figures"][v]["msgs_per_s"] for r in mine.values())
+                                       for v in next(iter(mine.values()))["figures"]}}
+               for layout, mine in by.items() if mine}
+    paired = [n for n in by["apart"] if n in by["shared"]]
+    if paired:  # each variant's rate with Postgres on a core of its own, over the same round's on shared cores
+        variants = by["apart"][paired[0]]["figures"]
+        summary["apart/shared"] = {v: results.stats(round(by["apart"][n]["figures"][v]["msgs_per_s"]
+                                                          / by["shared"][n]["figures"][v]["msgs_per_s"], 3)
+                                                    for n in paired)
+                                   for v in variants}
+    return summary
+
+
+def table(summary: dict) -> str:
+    rows = [[layout, s["runs"], *(f"{m['median']:,.0f}" for m in s["msgs_per_s"].values()),
+             f"{s['ratio']['median']:.3f} ({s['ratio']['min']:.3f}-{s['ratio']['max']:.3f})"]
+            for layout, s in summary.items() if layout in LAYOUTS]
+    names = next(s for layout, s in summary.items() if layout in LAYOUTS)["msgs_per_s"]
+    return results.text_table(["layout", "runs", *(f"{v} msgs/s" for v in names), "ratio, median (min-max)"], rows)
+
+
+verdict_line = cli.verdict("{layout} run {run}: {variant} {ratio} (Postgres on CPUs {postgres_cpus})")
+
+
+def main(argv=None) -> int:
+    parser = cli.measurement("#46: p@2 against db@2, Postgres sharing the CPUs or on its own.", None,
+                             events=100_000, partitions=None, seed=False)
+    parser.add_argument("--variants", default="p@2,db@2", help="two of measure_throughput.py's variants: A,B (A/B)")
+    parser.add_argument("--batch", type=int, help="messages per batch (measure_throughput.py's; default its own)")
+    parser.add_argument("--postgres-cores", type=int, default=1,
+                        help="how many CPUs Postgres gets to itself under `apart`, the highest-numbered of this "
+                             "process's (default 1)")
+    args = parser.parse_args(argv)
+    cli.at_least(parser, args, 1, "runs", "events", "postgres_cores")
+    if args.batch is not None and args.batch < 1:
+        parser.error("--batch must be at least 1")
+    if len(args.variants.split(",")) != 2:
+        parser.error("--variants takes two variants, A,B")
+    if args.postgres_cores >= len(os.sched_getaffinity(0)):
+        parser.error(f"--postgres-cores must leave at least one of this process's {len(os.sched_getaffinity(0))} "
+                     "CPUs to the others")
+    results.reader_paths(args, "throughput-cores.json")
+    config = results.config_of(args, "out", "force")
+    with tempfile.TemporaryDirectory() as folder:  # measure_throughput.py judges its own flags, in one line
+        said = subprocess.run([*throughput_command(config, Path(folder) / "t.json"), "--dry-run"], cwd=ROOT,
+                              capture_output=True, text=True)
+    if said.returncode == 2:
+        parser.error(said.stderr.strip().splitlines()[-1].partition(": ")[2].removesuffix(" (see --help)"))
+    if cli.DRY_RUN:
+        results.dry_run("measure_cores", Path(args.out), config)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # a SIGTERM still puts the layout back
+    provenance.watch()
+    # Not results.drive(): it would hold the services' measurement lock, which each invocation takes.
+    out = results.ResultsFile("measure_cores", Path(args.out), config, args.force)
+    for run in range(1, args.runs + 1):
+        for layout in LAYOUTS if run % 2 else LAYOUTS[::-1]:  # each layout goes first in every other round
+            if out.done(layout=layout, run=run):
+                continue
+            results.progress(f"{layout} run {run} of {args.runs}")
+            provenance.begin_run()
+            record = run_once(layout, run, config)
+            out.add(record, summarise)
+            print(verdict_line(record), flush=True)
+    out.close(table)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
