@@ -148,21 +148,22 @@ def cores_lines(doc: dict) -> str:
         return "–" if median is None else f"{median:.2f}"
 
     rows = []
-    for layout in ("shared", "apart"):
+    for layout in ("shared", "apart", "niced"):
         if (s := doc["summary"].get(layout)) is None:
             continue
         mine = [r for r in doc["runs"] if r["layout"] == layout]
         cpus = {k: ",".join(map(str, mine[0][f"{k}_cpus"])) for k in ("postgres", "client")}
-        rows.append([say(f"cores.{layout}", pg=cpus["postgres"], rest=cpus["client"]), s["runs"],
+        rows.append([say(f"cores.{layout}", pg=cpus["postgres"], rest=cpus["client"], nice=mine[0]["client_nice"]),
+                     s["runs"],
                      *(spread(s["msgs_per_s"][v], 0) for v in (top, bottom)),
                      *(busy(mine, v, ("postgres_backends",)) for v in (top, bottom)),
                      busy(mine, top, ("consumer_python", "consumer_librdkafka", "broker")), spread(s["ratio"], 3)])
     table = markdown_table(["Layout", "Runs", f"{top} msgs/s", f"{bottom} msgs/s",
                             f"Postgres backends, cores busy: {top}", f"the same: {bottom}",
                             f"{top}'s consumer and broker, cores busy", f"{top}/{bottom}, median (min–max)"], rows)
-    pairs = doc["summary"].get("apart/shared", {})
-    said = say("cores.paired", rates="; ".join(f"{v} {spread(pairs[v], 3)}" for v in pairs)) if pairs else ""
-    return table + ("\n\n" + said if said else "")
+    said = [say("cores.paired", layout=layout, rates="; ".join(f"{v} {spread(pairs[v], 3)}" for v in pairs))
+            for layout in ("apart", "niced") if (pairs := doc["summary"].get(f"{layout}/shared"))]
+    return table + "".join("\n\n" + line for line in said)
 
 
 TWO_CONNECTIONS = Table("pipelined.two", "throughput-connections.json", cpu=True, body=throughput_tables,

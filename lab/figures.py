@@ -309,6 +309,7 @@ FIGURES = {
     "against.p2-db2": lambda: p2_over_db2("throughput-against.json", "1b663da"),
     "cores.shared": lambda: tables.spread(summary("throughput-cores.json", "shared", "ratio"), 3),
     "cores.apart": lambda: tables.spread(summary("throughput-cores.json", "apart", "ratio"), 3),
+    "cores.niced": lambda: tables.spread(summary("throughput-cores.json", "niced", "ratio"), 3),
     "against.p2-db2-apart": lambda: tables.spread(summary("throughput-against-apart.json", "ratios", "p@2/db@2"), 3),
     "pipelined.p.cpu": lambda: f"{cpu(PIPELINED, 'p'):.1f}",
     "pipelined.p.rate": lambda: f"{med(PIPELINED, 'p'):,.0f}",

@@ -4,15 +4,18 @@ Claim: on this machine's two cores, p@2 (the pipelined inbox on two connections)
 db@2's rate (its statement alone, the batches built in memory) because p's reading and decoding
 take CPU that db@2 gives to its backends, not because the pipeline leaves Postgres waiting. Give
 Postgres a core of its own, and the broker and the consumer the rest, and p@2 keeps Postgres as
-busy as db@2 does: p@2/db@2 comes to about 1. On shared cores it is what the throughput files say.
+busy as db@2 does: p@2/db@2 comes to about 1. On shared cores it is what the throughput files say;
+with the consumer at the lowest priority, it shows how much of the gap is the moments when a
+backend is ready to run and the consumer has the core.
 
 Workload: measure_throughput.py itself, one run of `--variants` at a time (a process of its own,
-as a reader runs it), under two layouts that take turns run by run: `shared` (every process may
-use every CPU, as in every other file) and `apart` (the stack's Postgres, its postmaster and every
+as a reader runs it), under three layouts that take turns run by run: `shared` (every process may
+use every CPU, as in every other file); `apart` (the stack's Postgres, its postmaster and every
 backend it forks, on the last --postgres-cores CPUs; the broker, the measuring process and the
-consumer on the others). A run's record is the two variants' figures from that one invocation
-and the ratio of the first over the second; `apart` over `shared` pairs each variant's runs of
-the same round.
+consumer on the others); and `niced` (every CPU for every process, as in `shared`, but the
+measuring process and the consumer at nice 19, so a backend that is ready runs first). A run's
+record is the two variants' figures from that one invocation and the ratio of the first over the
+second; each layout over `shared` pairs each variant's runs of the same round.
 
 Assumptions: the stack (stack.py) is up, from this checkout, and nothing else runs on it; at least
 two CPUs. The layout is set with sched_setaffinity on the stack's processes and put back to every
@@ -31,7 +34,8 @@ from pathlib import Path
 from lab import cli, cpu, provenance, results, stack
 from lab.settings import ROOT
 
-LAYOUTS = ("shared", "apart")
+LAYOUTS = ("shared", "apart", "niced")
+NICE = 19  # the consumer's niceness under `niced`: the backends go first whenever both could run
 
 
 def pin(pid: int, cpus: set[int]) -> None:
@@ -60,10 +64,13 @@ def throughput_command(config: dict, out: Path) -> list[str]:
             "--out", str(out)]
 
 
-def one_invocation(config: dict, client: set[int], out: Path) -> dict:
-    """measure_throughput.py's one run of each variant, its process (and so its workers) on `client`."""
-    done = subprocess.run(throughput_command(config, out), cwd=ROOT, capture_output=True, text=True,
-                          preexec_fn=lambda: os.sched_setaffinity(0, client))
+def one_invocation(config: dict, client: set[int], nice: int, out: Path) -> dict:
+    """measure_throughput.py's one run of each variant, its process (and so its workers) on `client`, at `nice`."""
+    def place() -> None:
+        os.sched_setaffinity(0, client)
+        os.nice(nice)
+
+    done = subprocess.run(throughput_command(config, out), cwd=ROOT, capture_output=True, text=True, preexec_fn=place)
     if done.returncode != 0:
         tail = (done.stderr.strip().splitlines() or ["(nothing on stderr)"])[-1]
         raise SystemExit(f"measure_cores: measure_throughput.py exited {done.returncode}: {tail}")
@@ -73,11 +80,11 @@ def one_invocation(config: dict, client: set[int], out: Path) -> dict:
 def run_once(layout: str, run: int, config: dict) -> dict:
     every = set(os.sched_getaffinity(0))
     postgres = set(sorted(every)[-config["postgres_cores"]:]) if layout == "apart" else every
-    client = every - postgres or every
+    client, nice = every - postgres or every, NICE if layout == "niced" else 0
     try:
         lay_out(postgres, client)
         with tempfile.TemporaryDirectory() as folder:
-            doc = one_invocation(config, client, Path(folder) / "throughput.json")
+            doc = one_invocation(config, client, nice, Path(folder) / "throughput.json")
     finally:
         lay_out(every, every)
     for r in doc["runs"]:  # the invocation's files count as this run's: it ran them
@@ -89,7 +96,7 @@ def run_once(layout: str, run: int, config: dict) -> dict:
                                                     "balances_exact")} for r in doc["runs"]}
     top, bottom = config["variants"].split(",")
     return {"variant": f"{top}/{bottom}", "layout": layout, "run": run, "postgres_cpus": sorted(postgres),
-            "client_cpus": sorted(client), "throughput_config": doc["config"], "figures": figures,
+            "client_cpus": sorted(client), "client_nice": nice, "throughput_config": doc["config"], "figures": figures,
             "ratio": round(figures[top]["msgs_per_s"] / figures[bottom]["msgs_per_s"], 3),
             "balances_exact": figures[top]["balances_exact"]}
 
@@ -100,13 +107,12 @@ def summarise(runs: list[dict]) -> dict:
                         "msgs_per_s": {v: results.stats(r["figures"][v]["msgs_per_s"] for r in mine.values())
                                        for v in next(iter(mine.values()))["figures"]}}
                for layout, mine in by.items() if mine}
-    paired = [n for n in by["apart"] if n in by["shared"]]
-    if paired:  # each variant's rate with Postgres on a core of its own, over the same round's on shared cores
-        variants = by["apart"][paired[0]]["figures"]
-        summary["apart/shared"] = {v: results.stats(round(by["apart"][n]["figures"][v]["msgs_per_s"]
-                                                          / by["shared"][n]["figures"][v]["msgs_per_s"], 3)
-                                                    for n in paired)
-                                   for v in variants}
+    for layout in LAYOUTS[1:]:  # each variant's rate under a layout over the same round's with the cores shared
+        if paired := [n for n in by[layout] if n in by["shared"]]:
+            summary[f"{layout}/shared"] = {v: results.stats(round(by[layout][n]["figures"][v]["msgs_per_s"]
+                                                                  / by["shared"][n]["figures"][v]["msgs_per_s"], 3)
+                                                            for n in paired)
+                                           for v in by[layout][paired[0]]["figures"]}
     return summary
 
 
@@ -118,7 +124,8 @@ def table(summary: dict) -> str:
     return results.text_table(["layout", "runs", *(f"{v} msgs/s" for v in names), "ratio, median (min-max)"], rows)
 
 
-verdict_line = cli.verdict("{layout} run {run}: {variant} {ratio} (Postgres on CPUs {postgres_cpus})")
+verdict_line = cli.verdict("{layout} run {run}: {variant} {ratio} (Postgres on CPUs {postgres_cpus}, the consumer at "
+                           "nice {client_nice})")
 
 
 def main(argv=None) -> int:
@@ -152,7 +159,9 @@ def main(argv=None) -> int:
     # Not results.drive(): it would hold the services' measurement lock, which each invocation takes.
     out = results.ResultsFile("measure_cores", Path(args.out), config, args.force)
     for run in range(1, args.runs + 1):
-        for layout in LAYOUTS if run % 2 else LAYOUTS[::-1]:  # each layout goes first in every other round
+        shift = (run - 1) % len(LAYOUTS)
+        order = LAYOUTS[shift:] + LAYOUTS[:shift]
+        for layout in order if run % 2 else order[::-1]:  # the first place, and each neighbour's, goes round
             if out.done(layout=layout, run=run):
                 continue
             results.progress(f"{layout} run {run} of {args.runs}")

@@ -23,6 +23,8 @@ def test_the_summary_pairs_each_round_and_keeps_the_layouts_apart():
     assert "0.775 (0.750-0.800)" in measure_cores.table(summary)
 
 
-def test_one_layout_alone_has_no_pairs():
-    summary = measure_cores.summarise([run("apart", 1, 100, 100)])
-    assert set(summary) == {"apart"}
+def test_one_layout_alone_has_no_pairs_and_each_layout_pairs_with_shared_only():
+    assert set(measure_cores.summarise([run("apart", 1, 100, 100)])) == {"apart"}
+    summary = measure_cores.summarise([run("niced", 1, 90, 100), run("shared", 1, 60, 100), run("apart", 2, 1, 1)])
+    assert set(summary) == {"niced", "shared", "apart", "niced/shared"}
+    assert summary["niced/shared"]["p@2"]["median"] == 1.5
