@@ -187,7 +187,8 @@ SECTIONS = {table.name: table for table in [
       for name, old, variants, runs, bars in (("against", "1b663da", "p,db,p@2,db@2,d", 7, AGAINST_BARS),
                                               ("commits", "9ff66d5", "p,p@2,d", 5, ()),
                                               ("ahead", "6686431", "p,p@2,d,db@2", 5, ()))),
-    Table("cores", "throughput-cores.json", body=cores_lines, extra=lambda doc: doc["runs"][0]["throughput_config"],
+    Table("cores", "throughput-cores.json", body=cores_lines,
+          extra=lambda doc: {"batch": 500, **doc["runs"][0]["throughput_config"]},
           command="python -m measurements.measure_cores --runs 5 --out results/throughput-cores.json"),
     Table("bare", "throughput-bare.json", cpu=True, body=bare_lines, extra=batch_of,
           command="python measure_throughput.py --variants p,p-bare --runs 5 --events 100000 "

@@ -1,61 +1,79 @@
 """Whether p@2 falls short of db@2 because its client shares the CPU with Postgres (#46's last bar).
 
-Claim: on this machine's two cores, p@2 (the pipelined inbox on two connections) reaches less of
-db@2's rate (its statement alone, the batches built in memory) because p's reading and decoding
-take CPU that db@2 gives to its backends, not because the pipeline leaves Postgres waiting. Give
-Postgres a core of its own, and the broker and the consumer the rest, and p@2 keeps Postgres as
-busy as db@2 does: p@2/db@2 comes to about 1. On shared cores it is what the throughput files say;
-with the consumer at the lowest priority, it shows how much of the gap is the moments when a
-backend is ready to run and the consumer has the core.
+Claim under test: on this machine's two cores p@2 (the pipelined inbox on two connections)
+reaches less of db@2's rate (its statement alone, the batches built in memory) because p's
+reading and decoding take CPU that db@2 gives to its backends, not because the pipeline leaves
+Postgres waiting. If so, with a core for Postgres alone and the rest for the broker and the
+consumer, p@2 keeps Postgres as busy as db@2 does and p@2/db@2 comes near 1. That layout caps
+db@2's backends at one core as well, so the ratio alone cannot tell p@2 gaining from db@2
+losing: each variant's rate over its own with shared cores, and the cores its backends kept
+busy, say which.
 
 Workload: measure_throughput.py itself, one run of `--variants` at a time (a process of its own,
 as a reader runs it), under three layouts that take turns run by run: `shared` (every process may
 use every CPU, as in every other file); `apart` (the stack's Postgres, its postmaster and every
 backend it forks, on the last --postgres-cores CPUs; the broker, the measuring process and the
 consumer on the others); and `niced` (every CPU for every process, as in `shared`, but the
-measuring process and the consumer at nice 19, so a backend that is ready runs first). A run's
-record is the two variants' figures from that one invocation and the ratio of the first over the
-second; each layout over `shared` pairs each variant's runs of the same round.
+measuring process and the consumer at nice 19: the scheduler gives them a small share of a core
+that a backend or the broker also wants). A run's record is the two variants' figures from that
+one invocation and the ratio of the first over the second; each layout over `shared` pairs each
+variant's runs of the same round.
 
 Assumptions: the stack (stack.py) is up, from this checkout, and nothing else runs on it; at least
 two CPUs. The layout is set with sched_setaffinity on the stack's processes and put back to every
-CPU when this ends; after a SIGKILL of this process, `make down && make up` puts it back.
+CPU when a run ends, fails or is interrupted; after a SIGKILL of this process, `make down && make
+up` puts it back.
 
     python -m measurements.measure_cores --runs 5 --events 100000
 """
+import contextlib
 import json
 import os
 import signal
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 from lab import cli, cpu, provenance, results, stack
 from lab.settings import ROOT
 
 LAYOUTS = ("shared", "apart", "niced")
-NICE = 19  # the consumer's niceness under `niced`: the backends go first whenever both could run
+NICE = 19  # the consumer's niceness under `niced`: the least share of a contended core
+EVERY_CPU = set(range(os.cpu_count() or 1))  # what a layout is put back to
 
 
 def pin(pid: int, cpus: set[int]) -> None:
-    """Every thread of `pid` (the JVM's many, each backend's one) on `cpus`; a thread that has
-    just ended is no matter."""
-    for task in Path(f"/proc/{pid}/task").iterdir():
-        try:
-            os.sched_setaffinity(int(task.name), cpus)
-        except (ProcessLookupError, FileNotFoundError):
-            pass
+    """Every thread of `pid` (the JVM's many, each backend's one) on `cpus`; a process or thread
+    that has just ended (a backend closing after a run) is no matter."""
+    try:
+        for task in list(Path(f"/proc/{pid}/task").iterdir()):
+            with contextlib.suppress(ProcessLookupError, FileNotFoundError):
+                os.sched_setaffinity(int(task.name), cpus)
+    except (ProcessLookupError, FileNotFoundError):
+        pass
 
 
 def lay_out(postgres: set[int], others: set[int]) -> None:
-    """The postmaster and its children on `postgres` (a backend forked later inherits it), the broker on `others`."""
+    """The postmaster, then its children, on `postgres` (a backend forked later inherits the
+    postmaster's), and the broker on `others`."""
     postmaster, broker = stack.postgres_pid(), stack.kafka_pid()
     if postmaster is None or broker is None:
         raise SystemExit("measure_cores: the stack is not up from this checkout (python -m lab.stack up)")
-    for pid in (postmaster, *cpu.children(postmaster)):
+    pin(postmaster, postgres)
+    for pid in cpu.children(postmaster):
         pin(pid, postgres)
     pin(broker, others)
+
+
+def put_back() -> None:
+    """Every CPU for the stack again, with Ctrl-C and SIGTERM held until it is done."""
+    held = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+    try:
+        lay_out(EVERY_CPU, EVERY_CPU)
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, held)
 
 
 def throughput_command(config: dict, out: Path) -> list[str]:
@@ -70,10 +88,21 @@ def one_invocation(config: dict, client: set[int], nice: int, out: Path) -> dict
         os.sched_setaffinity(0, client)
         os.nice(nice)
 
-    done = subprocess.run(throughput_command(config, out), cwd=ROOT, capture_output=True, text=True, preexec_fn=place)
-    if done.returncode != 0:
-        tail = (done.stderr.strip().splitlines() or ["(nothing on stderr)"])[-1]
-        raise SystemExit(f"measure_cores: measure_throughput.py exited {done.returncode}: {tail}")
+    child = subprocess.Popen(throughput_command(config, out), cwd=ROOT, stdout=subprocess.DEVNULL,
+                             stderr=subprocess.PIPE, text=True, preexec_fn=place)
+    try:
+        _, stderr = child.communicate()
+    except BaseException:  # interrupted: a SIGTERM lets its harness stop its workers and drop its topic and schema
+        child.terminate()
+        try:
+            child.wait(60)
+        except subprocess.TimeoutExpired:
+            child.kill()
+            child.wait()
+        raise
+    if child.returncode != 0:
+        tail = (stderr.strip().splitlines() or ["(nothing on stderr)"])[-1]
+        raise SystemExit(f"measure_cores: measure_throughput.py exited {child.returncode}: {tail}")
     return json.loads(out.read_text())
 
 
@@ -81,24 +110,44 @@ def run_once(layout: str, run: int, config: dict) -> dict:
     every = set(os.sched_getaffinity(0))
     postgres = set(sorted(every)[-config["postgres_cores"]:]) if layout == "apart" else every
     client, nice = every - postgres or every, NICE if layout == "niced" else 0
+    with results.measurement_lock("measure_cores"):
+        pass  # another measurement on these services: say so now, before any layout moves its Postgres
     try:
         lay_out(postgres, client)
         with tempfile.TemporaryDirectory() as folder:
             doc = one_invocation(config, client, nice, Path(folder) / "throughput.json")
     finally:
-        lay_out(every, every)
-    for r in doc["runs"]:  # the invocation's files count as this run's: it ran them
-        for path, hashed in r.get("loaded", {}).items():
-            provenance.heard(provenance.LOADED_LOG % (path, hashed))
-        for name, version in r.get("packages", {}).items():
-            provenance.heard(provenance.LOADED_LOG % (provenance.PACKAGE + name, version))
+        put_back()
     figures = {r["variant"]: {k: r.get(k) for k in ("msgs_per_s", "cpu_us_per_msg", "duplicates", "lost",
                                                     "balances_exact")} for r in doc["runs"]}
     top, bottom = config["variants"].split(",")
     return {"variant": f"{top}/{bottom}", "layout": layout, "run": run, "postgres_cpus": sorted(postgres),
             "client_cpus": sorted(client), "client_nice": nice, "throughput_config": doc["config"], "figures": figures,
             "ratio": round(figures[top]["msgs_per_s"] / figures[bottom]["msgs_per_s"], 3),
-            "balances_exact": figures[top]["balances_exact"]}
+            "balances_exact": figures[top]["balances_exact"],
+            "loaded": merged(doc["runs"], "loaded"), "packages": merged(doc["runs"], "packages")}
+
+
+def merged(runs: list[dict], field: str) -> dict:
+    """The invocation's runs' records of what they loaded (or imported), as one: a file two runs
+    loaded with different content is "mixed", as provenance.loaded() says of one run."""
+    together: dict = {}
+    for r in runs:
+        for name, value in r.get(field, {}).items():
+            together[name] = value if together.get(name, value) == value else "mixed"
+    return together
+
+
+def record_run(out: results.ResultsFile, record: dict) -> None:
+    """ResultsFile.add, with what the invocation loaded beside this process's own files: the run's
+    code is both (this process's measure_cores.py and lab modules, and measure_throughput.py's)."""
+    mine = {"loaded": provenance.loaded(), "packages": provenance.packages()}
+    for field in mine:
+        for name, value in mine[field].items():
+            record[field][name] = value if record[field].get(name, value) == value else "mixed"
+    out.runs.append({**record, **out.code})
+    out.document["summary"] = summarise(out.runs)
+    results.write_results(out.path, out.document)
 
 
 def summarise(runs: list[dict]) -> dict:
@@ -140,6 +189,7 @@ def main(argv=None) -> int:
     cli.at_least(parser, args, 1, "runs", "events", "postgres_cores")
     if args.batch is not None and args.batch < 1:
         parser.error("--batch must be at least 1")
+    args.variants = ",".join(name.strip() for name in args.variants.split(","))
     if len(args.variants.split(",")) != 2:
         parser.error("--variants takes two variants, A,B")
     if args.postgres_cores >= len(os.sched_getaffinity(0)):
@@ -152,6 +202,9 @@ def main(argv=None) -> int:
                               capture_output=True, text=True)
     if said.returncode == 2:
         parser.error(said.stderr.strip().splitlines()[-1].partition(": ")[2].removesuffix(" (see --help)"))
+    if said.returncode not in (0, 1):  # 1: its --out's config differs, which is only the temporary file's business
+        raise SystemExit(f"measure_cores: measure_throughput.py --dry-run exited {said.returncode}: "
+                         f"{(said.stderr.strip().splitlines() or ['(nothing on stderr)'])[-1]}")
     if cli.DRY_RUN:
         results.dry_run("measure_cores", Path(args.out), config)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # a SIGTERM still puts the layout back
@@ -165,10 +218,13 @@ def main(argv=None) -> int:
             if out.done(layout=layout, run=run):
                 continue
             results.progress(f"{layout} run {run} of {args.runs}")
-            provenance.begin_run()
+            started = time.monotonic()
             record = run_once(layout, run, config)
-            out.add(record, summarise)
+            record_run(out, {**record, "duration_s": round(time.monotonic() - started, 1)})
             print(verdict_line(record), flush=True)
+    if out.runs and not out.document["summary"]:  # resumed with nothing left to run
+        out.document["summary"] = summarise(out.runs)
+        results.write_results(out.path, out.document)
     out.close(table)
     return 0
 
