@@ -23,6 +23,7 @@ import time
 from pathlib import Path
 
 import psycopg
+from confluent_kafka import KafkaException
 from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
@@ -475,7 +476,11 @@ def settle(workers: list[Worker], dsn: str, events: int | None, deadline_s: floa
     while time.monotonic() - started < deadline_s:
         time.sleep(0.5)
         rows, distinct = applied(dsn)
-        behind = lag(group, topic) if group else 0
+        try:
+            behind = lag(group, topic) if group else 0
+        except KafkaException as e:  # a leader moving (NOT_LEADER_FOR_PARTITION), a broker restarting: ask again
+            error = e.args[0] if e.args else e
+            behind = f"unknown ({error.name() if hasattr(error, 'name') else error})"
         waiting = pending(dsn) if pending else 0
         stalled = sum(w.counts.get("stalls", 0) - w.counts.get("stalls_over", 0) for w in workers)
         if rows != last_rows:
