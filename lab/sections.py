@@ -104,6 +104,11 @@ def cluster_fault_name(r: dict, config: dict) -> str:
             + ("" if r["acks"] == "all" else f", acks={r['acks']}"))
 
 
+def stuck_note(n: int) -> str:
+    """A lost count's note: the runs whose consumer got no credit within the harness's wait after the fault."""
+    return f" ({n} run{'s' * (n > 1)} stuck)" if n else ""
+
+
 def cluster_section() -> str:
     cluster, order = need("cluster.json", "make measure-cluster"), list(faults.registry())
     groups = {}
@@ -111,7 +116,9 @@ def cluster_section() -> str:
         groups.setdefault((faults.get(r["fault"]).title.format(**config), r["fault"], r["variant"], r["replication"],
                            r["acks"]), []).append(r)
     rows = [[name, VARIANT_NAMES[variant], replication if "pg-standby" in faults.get(fault).needs else "–", acks,
-             len(mine), total(mine, "duplicates"), f"{total(mine, 'lost'):,}", total(mine, "acked_missing"),
+             len(mine), total(mine, "duplicates"),
+             f"{total(mine, 'lost'):,}" + stuck_note(sum(r.get("stuck", 0) for r in mine)),
+             total(mine, "acked_missing"),
              spread(results.stats(r["longest_stall_s"] for r in mine), 1), tables.exact(mine)]
             for (name, fault, variant, replication, acks), mine in sorted(
                 groups.items(), key=lambda g: (order.index(g[0][1]), g[0][3], g[0][4] != "all", g[0][2]))]

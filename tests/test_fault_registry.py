@@ -177,3 +177,19 @@ def test_a_throwaway_fault_from_elsewhere_is_landed_through_m1s_kill_loop(elsewh
     assert [entry["fault"] for entry in record["kill_log"]] == ["look", "look"], record["kill_log"]
     assert all(entry["met"]["alive"] and entry["met"]["topic"].startswith("m1.c-r1.") for entry in record["kill_log"])
     assert (record["duplicates"], record["lost"], record["unexpected"]) == (0, 0, 0)
+
+
+def test_a_cluster_run_left_stuck_by_its_fault_is_counted_not_timed_nor_raised_away():
+    """M8 records a run whose consumer got no credit within its wait after the fault (the acks=1 leader kill
+    left c so once): resume_s None, stuck, and what never came counted lost; the summary times the others."""
+    def run(n, **fields):
+        return {"fault": "leader-kill", "variant": "c", "replication": "async", "acks": "1", "run": n,
+                "duplicates": 0, "lost": 0, "acked_missing": 0, "resume_s": 0.5, "stuck": False,
+                "longest_stall_s": 1.0, "wall_s": 30.0, "balances_exact": True, **fields}
+
+    runs = [run(1), run(2, lost=700, resume_s=None, stuck=True, balances_exact=False)]
+    summary = measure_cluster.summarise(runs)["leader-kill c async 1"]
+    assert summary["stuck"] == 1 and summary["totals"]["lost"] == 700
+    assert summary["resume_s"] == {"median": 0.5, "min": 0.5, "max": 0.5}
+    assert "stuck: no credit" in measure_cluster.verdict_line(runs[1])
+    assert measure_cluster.summarise([runs[1]])["leader-kill c async 1"]["resume_s"] is None
