@@ -336,7 +336,8 @@ FIGURES = {
                                     "{:.1f}") + " ms",
     "latency.5000.batch50": lambda: " and ".join(
         f"{v} {batched(f'{v}@5000/s'):,.0f} → {batched(f'{v}@5000/s batch 50'):,.0f} ms" for v in "dp"),
-    "latency.5000.small": lambda: f"{min(batched(f'{v}@5000/s batch {n}') for v in 'dp' for n in (10, 1)):,.0f} ms",
+    "latency.5000.small": lambda: "; ".join(
+        f"{v} " + ", ".join(f"at {n} {batched(f'{v}@5000/s batch {n}'):,.0f} ms" for n in (10, 1)) for v in "dp"),
     "latency.batch.faults": lambda: f"{sum(sum(s['totals'].values()) for s in summary('latency-batch.json').values())}",
     "bare.cost": lambda: "{:.0%} of the rate and {:.0%} of the CPU; the backends {:.1f} of the {:.1f} µs".format(
         1 - p_over_bare(lambda r: r["msgs_per_s"]), 1 - 1 / p_over_bare(lambda r: r["cpu_us_per_msg"]["total"]),
