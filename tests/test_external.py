@@ -123,6 +123,38 @@ def test_with_neither_retry_risks_a_duplicate_and_skip_a_loss(conn, provider_in)
     assert charges(conn) == 0  # the call had not landed: giving up lost it
 
 
+@pytest.mark.parametrize("policy, called", [("retry", False), ("skip", True)])
+def test_retry_never_loses_a_charge_and_skip_never_makes_two(conn, provider_in, policy, called):
+    """The other halves of the trade above: retry after a call that never went out charges it
+    once (nothing lost), and skip after one that had landed leaves that one charge (no second)."""
+    client = provider_in("none")
+    died_holding_the_lease(conn, client, called=called, key=False)
+    ext.handle_external(conn, "evt-1", EVENT, client=client, policy=policy)
+    assert charges(conn) == 1
+
+
+class RelayDied(Exception):
+    """The relay's crash between the provider's answer and its commit."""
+
+
+@pytest.mark.parametrize("mode, expected", [("keys", 1), ("none", 2)])
+def test_a_relay_that_dies_between_its_call_and_its_commit_calls_again_with_the_same_key(conn, provider_in, mode,
+                                                                                       expected):
+    """The outbox's crash window: the relay's call lands, then the relay dies before its commit (its
+    transaction rolls back, the row stays unsent), and the next pass calls again with the row's key.
+    A provider that honours keys charges once; the control, one that ignores them, twice."""
+    client = provider_in(mode)
+    assert ext.handle_with_outbox(conn, "evt-1", EVENT) is True
+
+    def die(reference):
+        raise RelayDied(reference)
+
+    with pytest.raises(RelayDied):
+        ext.relay_once(conn, client, after_call=die)
+    assert ext.relay_once(conn, client) == 1
+    assert charges(conn) == expected
+
+
 def test_outbox_relay_on_two_workers_calls_once_per_row(dsn, conn, provider_in):
     client = provider_in("none")  # no dedup at the provider: a second call for a row would show
     for n in range(60):

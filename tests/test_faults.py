@@ -50,6 +50,14 @@ def test_the_inbox_survives(fault):
     assert_the_inbox_survived(fault, record, config_for(fault))
 
 
+def test_a_batch_that_keeps_its_connection_survives_a_postgres_restart():
+    """d retries its batch in place on a new connection (variants/common.Database) rather than
+    exiting as c does: the batch in hand when Postgres went down is applied once, not skipped and
+    not twice. The control is a2's below, on the same schedule."""
+    record = measure_faults.run_once("pg-restart", "d", 1, CONFIG)
+    assert_the_inbox_survived("pg-restart", record, CONFIG)
+
+
 def test_without_the_inbox_a_broker_restart_duplicates_the_message_in_hand():
     # The schedule the inbox survives above: b's offset commit after the database meets the
     # dead broker, fails once the group has moved on, and that credit is applied again.

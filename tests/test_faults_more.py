@@ -75,6 +75,20 @@ def test_without_the_inbox_a_paused_consumer_and_its_successor_both_credit():
     assert record["duplicates"] >= 1 and record["lost"] == 0, record
 
 
+@pytest.mark.parametrize("variant, holds", [("p", False), ("d", True)])
+def test_a_paused_p_holds_no_transaction_where_d_holds_one(variant, holds):
+    """p's batches are single statements in autocommit, so a pause of p at work lands outside any
+    transaction and no new owner waits on a row of it. The control: d, paused on the same schedule,
+    is inside its batch's transaction (whether its successor reaches those rows while the pause
+    lasts depends on its own backlog, so that is not asked). Neither loses or doubles a credit."""
+    record = run("pause-consumer", variant, {**CONFIG, "events": 2000, "pause_s": 8})  # 400 drain before it is due
+    met = record["fault_log"][0]
+    assert met["in_transaction"] is holds, record
+    if not holds:
+        assert met["lock_waited"] is False, record
+    assert (record["duplicates"], record["lost"], record["unexpected"]) == (0, 0, 0), record
+
+
 def test_an_idle_in_transaction_timeout_ends_the_paused_transaction_and_loses_nothing():
     record = run("pause-consumer", "c", {**PAUSED_IN_A_TRANSACTION, "idle_tx_timeout_ms": 2000})
     assert (record["duplicates"], record["lost"], record["unexpected"]) == (0, 0, 0), record

@@ -3,9 +3,13 @@ dead letters for every kind of poison message, and a real process that dies
 between its database commit and its offset commit."""
 import hashlib
 import json
+import threading
+import uuid
 
 import pytest
-from helpers import DRAIN_S, consuming, credit, drained, every_kind_of_poison_is_parked, read_all, send
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic, ResourceType
+from helpers import DRAIN_S, POISON, consuming, credit, drained, every_kind_of_poison_is_parked, read_all, send
 
 import consume
 from lab import harness, registry, worker
@@ -85,6 +89,76 @@ def test_a_poison_message_too_large_for_the_dlq_is_parked_as_a_reference(topic, 
                          "headers": 1}
     assert headers["dlq_source"] == f"{topic}/0/0".encode() and b"no account_id" in headers["dlq_reason"]
     assert conn.execute("SELECT event_id FROM ledger").fetchall() == [("good-after",)]
+
+
+def refusing_dlq(topic: str) -> None:
+    """The topic's DLQ made before the consumer's, taking no record at all (max.message.bytes 1):
+    the broker answers every dead letter, and its reference, with MSG_SIZE_TOO_LARGE."""
+    admin = AdminClient({"bootstrap.servers": consume.BROKERS})
+    admin.create_topics([NewTopic(topic + ".dlq", 1, -1, config={"max.message.bytes": "1"})])[topic + ".dlq"].result(30)
+
+
+def dlq_size(topic: str) -> int:
+    probe = Consumer({"bootstrap.servers": consume.BROKERS, "group.id": "dlq-size"})
+    try:
+        low, high = probe.get_watermark_offsets(TopicPartition(topic + ".dlq", 0), timeout=10)
+    finally:
+        probe.close()
+    return high - low
+
+
+def test_a_dead_letter_the_broker_refuses_stops_the_consumer_short_of_the_poison(topic, group, dsn, conn, monkeypatch):
+    """The offset may pass a poison message only once its dead letter is durable. The DLQ refuses
+    every record: the consumer stops on the poison with its offset still on it, and nothing after
+    it is applied; once the DLQ takes records again, a new consumer parks the poison and applies
+    the rest, once. The control: a dead letter sent without waiting for the broker's answer lets
+    the offset pass a poison the DLQ never got (it is gone), on the same refusing DLQ."""
+    poison = POISON["not JSON"][0]
+    refusing_dlq(topic)
+    send(topic, [credit("good-1"), poison, credit("good-2")])
+    stop, ended = threading.Event(), []
+
+    def first_consumer():
+        try:
+            consume.run(topic, group, dsn=dsn, stop=stop)
+            ended.append(None)
+        except Exception as e:  # the one this test waits for
+            ended.append(e)
+
+    thread = threading.Thread(target=first_consumer, daemon=True)
+    thread.start()
+    thread.join(DRAIN_S)
+    stop.set()
+    thread.join(30)
+    assert ended and isinstance(ended[0], KafkaException), f"the consumer went on past a refused dead letter: {ended}"
+    assert ended[0].args[0].code() == KafkaError.MSG_SIZE_TOO_LARGE
+    assert harness.lag(group, topic) == 2  # its offset on the poison: the poison and good-2 still to come
+    assert conn.execute("SELECT event_id FROM ledger").fetchall() == [("good-1",)]
+    assert dlq_size(topic) == 0
+
+    admin = AdminClient({"bootstrap.servers": consume.BROKERS})
+    taking = ConfigResource(ResourceType.TOPIC, topic + ".dlq", incremental_configs=[
+        ConfigEntry("max.message.bytes", None, incremental_operation=AlterConfigOpType.DELETE)])  # the default again
+    for done in admin.incremental_alter_configs([taking]).values():
+        done.result(30)
+    with consuming(topic, group, dsn):
+        drained(group, topic)
+    parked = read_all(topic + ".dlq", 1)
+    assert [dict(m.headers())["dlq_source"] for m in parked] == [f"{topic}/0/1".encode()]
+    assert conn.execute("SELECT event_id, count(*) FROM ledger GROUP BY 1 ORDER BY 1").fetchall() == [
+        ("good-1", 1), ("good-2", 1)]
+
+    control = harness.create_topic(f"test.{uuid.uuid4().hex[:12]}")
+    try:
+        refusing_dlq(control)
+        send(control, [credit("control-1"), poison, credit("control-2")])
+        monkeypatch.setattr(consume, "dead_letter", lambda producer, msg, reason: producer.produce(
+            consume.dead_letter_topic(msg.topic()), key=msg.key(), value=msg.value()))
+        with consuming(control, f"{group}-control", dsn):
+            drained(f"{group}-control", control)
+        assert dlq_size(control) == 0  # committed past, never parked: the poison is lost
+    finally:
+        harness.delete_topics(control, control + ".dlq")
 
 
 @pytest.mark.post

@@ -13,16 +13,16 @@ from lab.settings import ADMIN_DSN
 from measurements import measure_race
 from tests.seeds import shifted
 from variants import common
-from variants.consume_batched import handle_batch
+from variants.consume_batched import credit_accounts, handle_batch
 
 
 def hammer(dsn: str, name: str, rounds: int, accounts: int, errors: list, start: threading.Barrier,
-           shared: bool = False, one_at_a_time: bool = False) -> None:
+           shared: bool = False, one_at_a_time: bool = False, apply_batch=credit_accounts) -> None:
     """Batches of 40 credits over a few hot accounts, in a shuffled order: what three consumers
     of one group do when every event's copies sit on different partitions. `shared`: every
     thread gets the same IDs (the copies), each in its own order; `one_at_a_time`: handle_once
     per event, as c does, beside the batches."""
-    rng = random.Random(name)
+    rng = random.Random(f"{name}-{shifted(0)}")  # each thread its own order, moved by LAB_TEST_SEED
     with psycopg.connect(dsn, autocommit=True) as conn:
         start.wait(30)
         for round_ in range(rounds):
@@ -35,7 +35,7 @@ def hammer(dsn: str, name: str, rounds: int, accounts: int, errors: list, start:
                     for event_id, event in batch:
                         consume.handle_once(conn, event_id, event)
                 else:
-                    handle_batch(conn, batch)
+                    handle_batch(conn, batch, apply_batch)
             except psycopg.Error as e:
                 errors.append(e)
                 return
@@ -60,6 +60,32 @@ def test_batches_on_hot_accounts_never_deadlock(dsn, conn, shared, last_one_at_a
     events = 1600 if shared else 1600 * width
     assert conn.execute("SELECT count(*), count(DISTINCT event_id) FROM ledger").fetchone() == (events, events)
     assert conn.execute("SELECT sum(balance) FROM accounts").fetchone()[0] == events
+
+
+def credit_accounts_locking_after_the_ledger(conn, credits) -> None:
+    """The control's lock order: the ledger's rows first (their foreign-key checks take FOR KEY
+    SHARE on the accounts, in the batch's order), then the accounts FOR UPDATE, which conflicts
+    with another batch's KEY SHARE: two batches each wait for the other."""
+    ids, accounts, amounts = ([c[0] for c in credits], [c[1]["account_id"] for c in credits],
+                              [c[1]["amount"] for c in credits])
+    conn.execute("INSERT INTO ledger (event_id, account_id, amount) "
+                 "SELECT * FROM unnest(%b::text[], %b::int[], %b::bigint[])", (ids, accounts, amounts))
+    conn.execute("SELECT 1 FROM accounts WHERE id = ANY(%b) ORDER BY id FOR UPDATE", (sorted(set(accounts)),))
+    for account, amount in zip(accounts, amounts, strict=True):
+        conn.execute("UPDATE accounts SET balance = balance + %s WHERE id = %s", (amount, account))
+
+
+def test_the_control_batches_that_lock_accounts_after_the_ledger_deadlock(dsn):
+    """The hammer above can fail: the same three threads on the same hot accounts, with the lock
+    order its docstring names, meet a deadlock."""
+    errors, start = [], threading.Barrier(3)
+    threads = [threading.Thread(target=hammer, args=(dsn, f"thread{i}", 40, 3, errors, start),
+                                kwargs={"apply_batch": credit_accounts_locking_after_the_ledger}) for i in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert any(isinstance(e, psycopg.errors.DeadlockDetected) for e in errors), errors
 
 
 def lock_waiting(conn, pid: int) -> bool:

@@ -25,6 +25,27 @@ def test_the_consumer_cannot_forget_what_it_has_seen(schema, conn, statement):
     assert conn.execute("SELECT message_id FROM processed_messages").fetchall() == [("seen",)]
 
 
+V7_FORGETTING = ["DELETE FROM {inbox}", "TRUNCATE {inbox}", "DROP TABLE {day}", "DELETE FROM {day}",
+                 "SELECT inbox_v7_drop_before('{inbox}', now() + interval '2 days')"]
+
+
+@pytest.mark.parametrize("statement", V7_FORGETTING)
+def test_the_consumer_cannot_forget_what_the_v7_inbox_has_seen(schema, conn, statement):
+    """The lean v7 inbox the same way: its day tables are the owner's, and its function that drops
+    days runs with the caller's rights, which the consumer's are not."""
+    from variants import inbox_v7
+
+    inbox = inbox_v7.DEFAULT_INBOX
+    inbox_v7.install(conn, inbox)
+    inbox_v7.ensure_days(conn, inbox, 0, 0)
+    conn.execute(f"INSERT INTO {inbox} VALUES (uuidv7())")
+    day = conn.execute("SELECT %s || '_' || to_char((now() AT TIME ZONE 'UTC')::date, 'YYYYMMDD')",
+                       (inbox,)).fetchone()[0]
+    with connect_as(schema, DSN) as consumer, pytest.raises(psycopg.errors.InsufficientPrivilege):
+        consumer.execute(statement.format(inbox=inbox, day=day))
+    assert conn.execute(f"SELECT count(*) FROM {inbox}").fetchone()[0] == 1
+
+
 def test_the_consumer_does_its_job_under_its_role(schema, conn):
     """handle_once's whole transaction, and the ledger it may write but not read."""
     import consume

@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 from lab import settings
+from tests.seeds import shifted
 
 ROOT = Path(__file__).resolve().parents[2]
 ENV = dict(os.environ, KAFKA_BROKERS=settings.CLUSTER_BROKERS, CONSUMER_DSN=settings.CLUSTER_DSN,
@@ -24,8 +25,7 @@ def run(*args, timeout=600):
 def measured(tmp_path, fault, *extra):
     out = tmp_path / f"{fault}.json"
     done = run("-m", "measurements.measure_cluster", "--fault", fault, "--variant", "c", "--runs", "1",
-               "--events", "1500",
-               "--fault-after-s", "1", "--out", out, *extra)
+               "--events", "1500", "--seed", shifted(1), "--fault-after-s", "1", "--out", out, *extra)
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(out.read_text())["runs"][0]
 
