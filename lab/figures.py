@@ -186,6 +186,7 @@ FIGURES = {
     "kill.b-against-post": lambda: "{:g} duplicates a run, the post's {:g} (medians)".format(
         statistics.median(r["duplicates"] for r in runs("kill.json", variant="b")),
         need("post-figures.json")["kill"]["variants"]["b"]["duplicates"]["median"]),
+    "kill.b-total": says("kill.json", "{duplicates} duplicates in {runs} runs", variant="b"),
     "kill.b-wrong": says("kill.json", "balances wrong in {wrong} of the {runs} runs with a duplicate", variant="b",
                          keep=lambda r: r["duplicates"]),
     # M8 (docs/cluster.md)
