@@ -178,10 +178,11 @@ report: setup
 
 # Three workers (pytest-xdist) on two cores, since most tests wait on consumers, pauses and
 # timeouts rather than compute (the suite's CPU time is a fraction of its wall time); a group
-# that shares state (xdist_group) stays in one worker. The tests that restart a service, and M2's
-# long waits under KIP-848 (marked serial), run at the same time on a second stack of their own
-# (SERIAL_STACK: other ports, its own data under .cache/serial), so no restart lands under
-# another test; their output follows the rest's. Plain `pytest` runs them all, one at a time, on the one stack.
+# that shares state (xdist_group) stays in one worker. The tests that restart a service, and a
+# few that mostly wait on a long stall or pause (marked serial), run at the same time on a second
+# stack of their own (SERIAL_STACK: other ports, its own data under .cache/serial), so no restart
+# lands under another test; their output follows the rest's. Plain `pytest` runs them all, one at
+# a time, on the one stack.
 # The tests marked root (pytest -m root: the partition faults, the namespace relay, a small disk)
 # build network namespaces with `ip netns` or mount a tmpfs; without root they fail, and this
 # says so before they start.

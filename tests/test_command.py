@@ -77,6 +77,7 @@ def test_command_flags_go_together():
 
 
 @pytest.mark.slow
+@pytest.mark.serial  # mostly waiting on its two 12 s stalls: on the second stack, beside the rest
 @pytest.mark.usefixtures("services")
 @pytest.mark.parametrize("command", ["python consume.py", "python examples/python/naive_consume.py --commit after"])
 def test_a_stall_made_in_the_database_evicts_any_command_and_only_the_inbox_skips(tmp_path, command):
