@@ -363,6 +363,8 @@ FIGURES = {
     "growth.cpu": lambda: "; ".join(f"{v}: {growth_cpu(v, 'text', 0):.1f} → {growth_cpu(v, 'text', 50_000_000):.1f} µs "
                                     f"with v4, {growth_cpu(v, 'uuid-v7', 0):.1f} → "
                                     f"{growth_cpu(v, 'uuid-v7', 50_000_000):.1f} with v7" for v in "dp"),
+    "growth.v7-empty": lambda: "; ".join(f"{v} " + " and ".join(f"{growth(v, 'uuid-v7', n, 'vs_empty'):.2f}"
+                                                                 for n in (10_000_000, 50_000_000)) for v in "dp"),
     "growth.c": lambda: ", ".join(f"{growth('c', 'uuid-v7', n, 'vs_text'):.2f}" for n in (0, 10_000_000, 50_000_000)),
     "growth.c-cpu": lambda: f"{growth_cpu('c', 'text', 50_000_000) / growth_cpu('c', 'text', 0) - 1:.0%}",
     "consumers.second": lambda: pairs({v: ratio(CONSUMERS, f"{v}:2/{v}:1") for v in "cdp"}, "×{:.2f}"),
