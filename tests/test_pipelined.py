@@ -150,9 +150,12 @@ def test_the_statement_waits_for_a_batch_holding_shared_ids_then_applies_its_own
 
 
 def test_p_beside_p_and_d_never_deadlocks(dsn, conn):
-    """Rounds of unsynchronised batches over the same IDs and accounts, in opposite orders,
-    from two p's and a d: a lock order that differed between them would deadlock."""
+    """Rounds of unsynchronised batches over the same IDs and accounts, in opposite orders and
+    in a seeded shuffle (LAB_TEST_SEED moves it), from three p's and a d: a lock order that
+    differed between them would deadlock."""
     errors = []
+    shuffled = list(range(25, 125))
+    random.Random(shifted(4)).shuffle(shuffled)
 
     def batch_of(round_, ids):
         return [(f"r{round_}-{i}", {"account_id": i % 7 + 1, "amount": 1}) for i in ids]
@@ -175,6 +178,7 @@ def test_p_beside_p_and_d_never_deadlocks(dsn, conn):
 
     threads = [threading.Thread(target=hammer_p, args=(range(100),)),
                threading.Thread(target=hammer_p, args=(range(99, -1, -1),)),
+               threading.Thread(target=hammer_p, args=(shuffled,)),
                threading.Thread(target=hammer_d, args=(range(50, 150),))]
     run_threads(threads)
     assert errors == []
