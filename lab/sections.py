@@ -219,7 +219,16 @@ def conformance_cell(r: dict | None) -> str:
         return "–"
     if r.get("error"):  # what kept the check from a verdict, to its first colon (the file has the rest)
         return f"**error**: {r['error'].split(':')[0]}"
-    return "passed" if r["passed"] else f"**failed**: {r['duplicates']:,} dup., {r['lost']:,} lost"
+    if r["passed"]:
+        return "passed"
+    # every reason the check failed, not only the counts: 0 and 0 with the balances wrong is a failure too
+    details, evidence = r.get("details") or {}, r.get("evidence") or {}
+    reasons = {"balances wrong": details.get("balances_exact") is False,
+               f"{len(evidence.get('poison_applied', ()))} poison applied": bool(evidence.get("poison_applied")),
+               f"{details.get('unexpected', 0):,} unexpected": bool(details.get("unexpected")),
+               "stopped consuming": details.get("running") is False and details.get("restarts") == 0}
+    return "**failed**: " + ", ".join([f"{r['duplicates']:,} dup.", f"{r['lost']:,} lost",
+                                       *(reason for reason, held in reasons.items() if held)])
 
 
 def conformance_section() -> str:

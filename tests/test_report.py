@@ -110,6 +110,20 @@ def test_the_ledger_stands_still_between_busy_buckets_only():
     assert sections.longest_still({"bucket_s": 0.5, "credits_per_s": [0, 0]}) == 0
 
 
+
+def test_a_failed_conformance_check_names_every_reason_it_failed():
+    passed = {"passed": True, "duplicates": 0, "lost": 0, "details": {"balances_exact": True}}
+    assert sections.conformance_cell(passed) == "passed"
+    # no duplicate and nothing lost, yet failed: the cell must say why
+    torn = {**passed, "passed": False, "details": {"balances_exact": False}}
+    assert sections.conformance_cell(torn) == "**failed**: 0 dup., 0 lost, balances wrong"
+    poisoned = {**passed, "passed": False, "evidence": {"poison_applied": ["poison-array"]},
+                "details": {"balances_exact": True, "unexpected": 2, "running": False, "restarts": 0}}
+    assert sections.conformance_cell(poisoned) == ("**failed**: 0 dup., 0 lost, 1 poison applied, 2 unexpected, "
+                                                   "stopped consuming")
+    assert sections.conformance_cell({"error": "CannotRun: no ledger: the zombie needs it"}) == "**error**: CannotRun"
+
+
 @pytest.fixture
 def page(tmp_path, monkeypatch):
     """A page of its own for report.main to read: the real pages stay as they are."""
