@@ -34,9 +34,15 @@ $(VENV_QUIX)/.installed: requirements-quix.txt
 	touch $@
 
 # The consumers outside Python (docs/your-consumer.md): the Java pair, built with Maven from
-# Maven Central (kafka-clients 4.3.1, PostgreSQL's JDBC driver). `make test-examples` needs them.
+# Maven Central (kafka-clients 4.3.1, PostgreSQL's JDBC driver), and the Go pair, built with Go
+# from the Go module proxy (franz-go, pgx). `make test-examples` needs them.
 JAVA_EXAMPLES := examples/java/target/consumers.jar
-examples: $(JAVA_EXAMPLES)
+GO_EXAMPLES := examples/go/bin/inbox examples/go/bin/autocommit
+examples: $(JAVA_EXAMPLES) $(GO_EXAMPLES)
+
+$(GO_EXAMPLES): examples/go/go.mod examples/go/go.sum $(wildcard examples/go/cmd/*/*.go examples/go/internal/*/*.go)
+	@command -v go >/dev/null || { echo "make examples: Go 1.26 (go) is needed for examples/go: https://go.dev/dl/" >&2; exit 1; }
+	cd examples/go && go build -o bin/ ./cmd/$(notdir $@)
 
 $(JAVA_EXAMPLES): examples/java/pom.xml $(wildcard examples/java/src/main/java/inbox/*.java)
 	@command -v mvn >/dev/null || { echo "make examples: Maven (mvn) and a JDK 17 are needed: apt-get install maven" >&2; exit 1; }
@@ -163,13 +169,16 @@ measure: up
 	$(PY) -m lab.report
 
 # The conformance table (docs/conformance.md): each consumer through the seven checks, about 13
-# minutes each; the Java pair needs `make examples`, the FastStream rows `make setup-frameworks`.
+# minutes each; the Java and Go pairs need `make examples`, the FastStream rows `make setup-frameworks`.
 measure-conformance: up examples setup-frameworks
 	$(PY) -m measurements.conformance $(FORCE) --command "python consume.py" --out results/conformance-consume-py.json
 	for c in InboxConsumer:inbox AutoCommitConsumer:auto-commit; do \
 	  java="java -cp examples/java/target/consumers.jar inbox.$${c%%:*}"; \
 	  $(PY) -m measurements.conformance $(FORCE) --command "$$java" --version-command "$$java --version" \
 	    --out results/conformance-java-$${c##*:}.json || exit 1; done
+	for c in inbox autocommit; do \
+	  $(PY) -m measurements.conformance $(FORCE) --command "examples/go/bin/$$c" --version-command "examples/go/bin/$$c --version" \
+	    --out results/conformance-go-$$c.json || exit 1; done
 	for v in fs-inbox fs-inbox-fixed c d p k o; do \
 	  $(PY) -m measurements.conformance $(FORCE) --variant $$v --out results/conformance-$$v.json || exit 1; done
 
