@@ -16,7 +16,6 @@ import (
 	"errors"
 	"fmt"
 	"log"
-	"os"
 	"time"
 
 	"consumers/internal/contract"
@@ -43,13 +42,7 @@ func apply(conn *pgx.Conn, r *kgo.Record) error {
 	return err
 }
 
-func run(s contract.Settings) error {
-	stop := contract.Stopping()
-	conn, err := contract.Connect(stop, program)
-	if err != nil {
-		return err
-	}
-	defer conn.Close(context.Background())
+func run(s contract.Settings, stop context.Context, conn *pgx.Conn) error {
 	log.Printf("consuming %s as group %s into schema %s (autocommit, no inbox)", s.Topic, s.Group, s.Schema)
 	// A revocation (and the close) commits what was handled, so a clean stop or rebalance loses
 	// and repeats nothing here: only a kill, or an eviction, shows the control's flaw.
@@ -74,12 +67,4 @@ func run(s contract.Settings) error {
 		kgo.AutoCommitInterval(time.Second))
 }
 
-func main() {
-	status := 0
-	if err := run(contract.Start(program)); err != nil && !errors.Is(err, contract.ErrStopped) {
-		log.Printf("stopping: %v", err)
-		status = 1
-	}
-	log.Printf("stopped, exit status %d", status)
-	os.Exit(status)
-}
+func main() { contract.Main(program, run) }

@@ -21,7 +21,6 @@ import (
 	"errors"
 	"fmt"
 	"log"
-	"os"
 	"time"
 
 	"consumers/internal/contract"
@@ -130,13 +129,7 @@ func commitOffset(client *kgo.Client, r *kgo.Record) {
 	}
 }
 
-func run(s contract.Settings) error {
-	stop := contract.Stopping()
-	conn, err := contract.Connect(stop, program)
-	if err != nil {
-		return err
-	}
-	defer conn.Close(context.Background())
+func run(s contract.Settings, stop context.Context, conn *pgx.Conn) error {
 	dlq, err := kgo.NewClient(kgo.SeedBrokers(s.Brokers...), kgo.ClientID("dead-letters-go"),
 		// Acknowledged by every in-sync replica: "parked" must survive a broker's loss.
 		kgo.RequiredAcks(kgo.AllISRAcks()),
@@ -167,12 +160,4 @@ func run(s contract.Settings) error {
 	return nil
 }
 
-func main() {
-	status := 0
-	if err := run(contract.Start(program)); err != nil && !errors.Is(err, contract.ErrStopped) { // everything is closed when it returns
-		log.Print(err)
-		status = 1
-	}
-	log.Printf("stopped, exit status %d", status)
-	os.Exit(status)
-}
+func main() { contract.Main(program, run) }

@@ -42,6 +42,24 @@ type Settings struct {
 	SessionTimeout, HeartbeatInterval, MaxPollInterval time.Duration
 }
 
+// Main reads the lab's environment, connects to the database and runs a program's loop until a
+// signal (`stop`) or an error ends it; then exits 0 when a signal did, 1 when an error did (a
+// lost database: the supervisor starts it again, and no offset moved past the record in hand).
+func Main(program string, run func(s Settings, stop context.Context, conn *pgx.Conn) error) {
+	s, stop, status := Start(program), Stopping(), 0
+	conn, err := Connect(stop, program)
+	if err == nil {
+		err = run(s, stop, conn) // everything it opened is closed when it returns
+		conn.Close(context.Background())
+	}
+	if err != nil && !errors.Is(err, ErrStopped) {
+		log.Printf("stopping: %v", err)
+		status = 1
+	}
+	log.Printf("stopped, exit status %d", status)
+	os.Exit(status)
+}
+
 // Start handles the arguments (--version, nothing else), sets up the log and reads the
 // environment; a bad one is one line on stderr and exit status 2, as the Java pair does.
 func Start(program string) Settings {
