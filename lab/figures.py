@@ -251,7 +251,7 @@ FIGURES = {
     "faults.c-d": cat(says(F, DL + " for c; ", variant="c"), says(F, DL + " for d", variant="d")),
     "faults.b": lambda: pairs({f: tot(F, "duplicates", fault=f, variant="b") for f in (
         "broker-restart", "partition-broker", "partition-db", "share-lock")}, "{:,}") + " duplicates",
-    "faults.b.pg-restart": says(F, "{duplicates} duplicates in {faults} restarts", fault="pg-restart", variant="b"),
+    "faults.b.pg-restart": says(F, "duplicates: {duplicates} in {faults} restarts", fault="pg-restart", variant="b"),
     "faults.c.share-lock": says(F, "{skipped:,} skipped, {duplicates} duplicates", fault="share-lock", variant="c"),
     # M9 (docs/frameworks.md, docs/results.md)
     "fw.fs-default": lambda: per_run(KF, "duplicates", variant="fs-default"),
