@@ -42,7 +42,7 @@ examples: $(JAVA_EXAMPLES) $(GO_EXAMPLES)
 
 $(GO_EXAMPLES): examples/go/go.mod examples/go/go.sum $(wildcard examples/go/cmd/*/*.go examples/go/internal/*/*.go)
 	@command -v go >/dev/null || { echo "make examples: Go 1.26 (go) is needed for examples/go: https://go.dev/dl/" >&2; exit 1; }
-	cd examples/go && go build -o bin/ ./cmd/$(notdir $@)
+	cd examples/go && go build -buildvcs=auto -o bin/ ./cmd/$(notdir $@)  # stamps the commit: --version names it
 
 $(JAVA_EXAMPLES): examples/java/pom.xml $(wildcard examples/java/src/main/java/inbox/*.java)
 	@command -v mvn >/dev/null || { echo "make examples: Maven (mvn) and a JDK 17 are needed: apt-get install maven" >&2; exit 1; }
