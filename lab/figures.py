@@ -107,6 +107,8 @@ def p_over_bare(value) -> float:
 
 def per_run(name: str, field: str, **where) -> str:
     stat = results.stats(r[field] for r in runs(name, **where))
+    if stat["min"] == stat["max"]:  # every run the same: one figure, not a range of one
+        return f"{stat['min']:,} in every run"
     return f"{stat['min']:,}–{stat['max']:,} a run"
 
 
@@ -231,7 +233,7 @@ FIGURES = {
     "fm.lost-reply.a2": says(FM, "{lost:,}", fault=LP, variant="a2"),
     "fm.lost-reply.p": says(FM, MET, fault=LP, variant="p"),
     "fm.pause.c": says(FM, MET, fault="pause-consumer", variant="c"),
-    "fm.pause.b": lambda: per_run(FM, "duplicates", fault="pause-consumer", variant="b") + " duplicated",
+    "fm.pause.b": lambda: "duplicated: " + per_run(FM, "duplicates", fault="pause-consumer", variant="b"),
     "fm.pause.p": says(FM, MET, fault="pause-consumer", variant="p"),
     "fm.pause-postgres": cat(says(FM, "c: " + MET + "; b: ", fault="pause-postgres", variant="c"),
                              says(FM, DL, fault="pause-postgres", variant="b")),
