@@ -167,7 +167,7 @@ FIGURES = {
     "m2.handed": says(RB, "{moved_to_other} to another member, {back_to_zombie} back to the zombie"),
     "m2.d": says(RD, "{skipped:,} skipped and {duplicates} duplicates in {evictions} evictions"),
     "m2.consumer.back": says(RB_CONSUMER, "{back_to_zombie} of {evictions} evictions"),
-    "m2.consumer.dup": says(RB_CONSUMER, "{duplicates} duplicates in {evictions}"),
+    "m2.consumer.dup": says(RB_CONSUMER, "duplicates: {duplicates} in {evictions} evictions"),
     "m2.stall20.handover": lambda: "median handover {:.1f} s for b, {:.1f} s for c; the session timeout {:g} s".format(
         *(statistics.median(h for r in runs(name) for h in r["handover_s"]) for name in (B20, C20)),
         need(B20)["config"]["session_timeout_ms"] / 1000),
