@@ -93,9 +93,9 @@ def opposite_and_shuffled(seed: int) -> list:
 
 
 def test_overlapping_batches_never_deadlock(dsn, conn):
-    """Many rounds of three unsynchronised batches over the same IDs and accounts, in opposite
+    """Rounds of three batches over the same IDs and accounts, started together, in opposite
     orders and in a seeded shuffle (LAB_TEST_SEED moves it): without a consistent lock order
-    Postgres would report a deadlock."""
+    Postgres would report a deadlock (the control below does)."""
     assert hammered(dsn, handle_batch, opposite_and_shuffled(3)) == []
     assert conn.execute("SELECT count(*), count(DISTINCT event_id) FROM ledger").fetchone() == (ROUNDS * IDS,) * 2
     assert conn.execute("SELECT sum(balance) FROM accounts").fetchone()[0] == ROUNDS * IDS
