@@ -236,7 +236,8 @@ def timelines(measurement: str) -> Callable:
                     ax.axvspan(start, end, color=GREY, alpha=0.3)
                 for at in line["duplicates_at"]:
                     ax.axvline(at, color=RED, linewidth=1)
-                ax.set_title(f"{fault}, {variant}: {run['duplicates']} duplicate{'s' * (run['duplicates'] != 1)}", fontsize=9,
+                plural = "s" * (run["duplicates"] != 1)
+                ax.set_title(f"{fault}, {variant}: {run['duplicates']} duplicate{plural}", fontsize=9,
                              color=RED if run["duplicates"] else DARK)
                 if col == 0:
                     ax.set_ylabel(f"{variant}: credits/s")

@@ -376,8 +376,9 @@ TABLES = [
         spread_of("Duplicates, median (min–max)", "duplicates"), spread_of("Lost, median (min–max)", "lost"),
         summed("Skipped duplicates", "skipped", ","), EXACT]),
     Table("race", "race.json", columns=[
-        ("Variant", lambda e: {**POLICY_NAMES, **VARIANT_NAMES}[e.key]), RUNS, tot("Duplicates", "duplicates", digits=","),
-        tot("Lost", "lost"), tot("Transactions retried", "retried"), tot("Consumers died", "died"),
+        ("Variant", lambda e: {**POLICY_NAMES, **VARIANT_NAMES}[e.key]), RUNS,
+        tot("Duplicates", "duplicates", digits=","), tot("Lost", "lost"),
+        tot("Transactions retried", "retried"), tot("Consumers died", "died"),
         tot("Skipped duplicates", "skipped", digits=","), EXACT]),
     Table("parallel", "throughput-lanes.json", cpu=True, rows=summary("variants"), after=parallel_after,
           command="python measure_throughput.py --sweep-lanes 1,4,16,64 --work-ms 10", columns=[
