@@ -156,12 +156,20 @@ def test_offsets_kept_in_the_database_do_not_replay_when_the_groups_expire():
     assert record["skipped"] == 0, record  # o starts where its database says: nothing is read twice
 
 
+# The signal lands while the consumer is stalled inside a handler (1 s on the first handling of
+# every 100th credit), so it always holds something unfinished: a message, a batch, lanes. The
+# fault comes due early (every_s 0.5: 0.25-0.75 s after the first credit), when stalls are still
+# to come for it to wait for (the schedule PAUSED_IN_A_TRANSACTION explains).
+SIGNAL_IN_A_HANDLER = {**CONFIG, "in_handler": 100, "in_handler_s": 1, "every_s": 0.5}
+
+
 # d, p and k end on the batch (or the lanes) in hand, o with its offsets in its own transaction:
 # docs/faults-more.md says every loop ends after what it holds, each closing cleanly. k's 16
-# lanes drain 400 credits at 10 ms each before the signal comes: it is given 2,000 at 100 ms.
-@pytest.mark.parametrize("variant, config", [("c", CONFIG), ("d", CONFIG), ("p", CONFIG), ("o", CONFIG),
-                                             ("k", {**CONFIG, "events": 2000, "work_ms": 100})],
-                         ids=["c", "d", "p", "o", "k"])
+# lanes would drain 400 credits at 10 ms each before the first stalls were over: it is given
+# 1,000 at 100 ms.
+@pytest.mark.parametrize("variant, config", [
+    ("c", SIGNAL_IN_A_HANDLER), ("d", SIGNAL_IN_A_HANDLER), ("p", SIGNAL_IN_A_HANDLER), ("o", SIGNAL_IN_A_HANDLER),
+    ("k", {**SIGNAL_IN_A_HANDLER, "events": 1000, "work_ms": 100})], ids=["c", "d", "p", "o", "k"])
 def test_a_graceful_stop_finishes_what_it_holds_and_exits_cleanly(variant, config):
     record = run("sigterm", variant, config)
     stop = record["fault_log"][0]
@@ -169,22 +177,19 @@ def test_a_graceful_stop_finishes_what_it_holds_and_exits_cleanly(variant, confi
     assert (record["duplicates"], record["lost"], record["unexpected"]) == (0, 0, 0), record
 
 
-# Enough credits that the SIGTERM lands while each consumer still has a share to work through
-# (400 were sometimes all credited before it came), 100 messages a poll: the control below loses
-# only if a batch is in hand when the signal comes, and the a2 test is on the same schedule.
-BACKLOG_AT_THE_SIGNAL = {**CONFIG, "events": 1000}
-
-
 def test_even_with_auto_commit_a_graceful_stop_loses_nothing_here():
-    # No consumer of the lab's abandons what it holds on SIGTERM: a2 handles the rest of the
-    # 100 messages its last poll handed over before close() commits their offsets.
-    record = run("sigterm", "a2", BACKLOG_AT_THE_SIGNAL)
+    # No consumer of the lab's abandons what it holds on SIGTERM: a2 finishes the stalled credit
+    # and the rest of the up to 100 messages its last poll handed over before close() commits
+    # their offsets.
+    record = run("sigterm", "a2", SIGNAL_IN_A_HANDLER)
     assert (record["fault_log"][0]["exit_code"], record["fault_log"][0]["sigkilled"]) == (0, False), record
     assert record["lost"] == 0, record
 
 
-# The control: a2's loop, but leaving its batch at the signal. Its offsets were stored when
-# consume() handed the batch over, so close() commits past what it never handled.
+# The control: a2's loop, but leaving what it holds at the signal: the credit whose handler was
+# working when it came (the stall) and the rest of its batch. Their offsets were stored when
+# consume() handed the batch over, so close() commits past what it never credited: at least
+# the stalled credit is lost, wherever in its batch it was.
 LEAVES_ITS_BATCH = '''
 """The control of the graceful-stop tests: a2's loop, leaving its batch when told to stop."""
 VARIANTS = {"a2-leaves-its-batch": {"label": "a2, leaving its batch at SIGTERM (a test's control)"}}
@@ -196,6 +201,10 @@ def run_worker(lab):
     import consume
     from variants import common
 
+    def credit(conn, event_id, event):
+        consume.credit_account(conn, event_id, event)
+        lab.first_effect(event_id)
+
     consumer = Consumer({"bootstrap.servers": consume.BROKERS, "group.id": lab.args.group,
                          "auto.offset.reset": "earliest", **lab.overrides})
     try:
@@ -203,10 +212,11 @@ def run_worker(lab):
             consumer.subscribe([lab.args.topic])
             while not lab.stop.is_set():
                 for msg in consumer.consume(100, 0.5):
+                    event_id, event = consume.checked_event_id(msg), consume.parse_event(msg.value())
+                    lab.work([(event_id, event)])  # the handler's work, where the stall is
                     if lab.stop.is_set():
-                        break
-                    event_id = consume.checked_event_id(msg)
-                    common.apply_without_inbox(conn, event_id, consume.parse_event(msg.value()), lab.apply)
+                        break  # the message in hand and the rest of the batch, left
+                    common.apply_without_inbox(conn, event_id, event, credit)
     finally:
         consumer.close()
 '''
@@ -218,7 +228,7 @@ def test_a_loop_that_leaves_its_batch_at_the_signal_loses_the_rest_of_it(tmp_pat
     monkeypatch.setenv(registry.EXTRA, "")
     registry.add_file(path)
     try:
-        record = run("sigterm", "a2-leaves-its-batch", BACKLOG_AT_THE_SIGNAL)
+        record = run("sigterm", "a2-leaves-its-batch", SIGNAL_IN_A_HANDLER)
     finally:
         monkeypatch.delenv(registry.EXTRA)
         registry.everything.cache_clear()

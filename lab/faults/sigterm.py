@@ -1,5 +1,7 @@
 """sigterm: the consumer sent SIGTERM at a seeded moment, as systemd or Kubernetes stops it,
-then started again, as a supervisor would (M10).
+then started again, as a supervisor would (M10). With the config's in_handler (the tests), the
+moment is one where the consumer is stalled inside a handler: it holds a message, or a batch,
+it has not finished, so a loop that drops what it holds at the signal is caught doing it.
 
 Claim: how long it took to exit, with what code, and whether it had to be SIGKILLed after
 --stop-deadline-s, are recorded: a hang is reported, not hidden.
@@ -28,7 +30,7 @@ def graceful_stop(worker, deadline_s: float) -> dict:
 
 
 def stop_and_start(scene, stop_deadline_s: float) -> dict:
-    worker = scene.pool.live[0]
+    worker = scene.target  # the first consumer; with config["in_handler"], the one stalled in a handler
     stopped = graceful_stop(worker, stop_deadline_s)
     scene.pool.replace(worker)
     return {"outage_s": stopped["exit_s"], **stopped}
@@ -41,5 +43,6 @@ def met(log: list, runs: list) -> str:
 
 FAULTS = (
     Fault("sigterm", "SIGTERM the consumer, SIGKILL it after --stop-deadline-s, start it again",
-          needs={"stack", "pool"}, inject=stop_and_start, defaults={"stop_deadline_s": 30.0}, order=42, met=met),
+          needs={"stack", "pool"}, inject=stop_and_start, defaults={"stop_deadline_s": 30.0}, order=42, met=met,
+          in_handler=True),
 )
