@@ -46,7 +46,7 @@ $(GO_EXAMPLES): examples/go/go.mod examples/go/go.sum $(wildcard examples/go/cmd
 
 $(JAVA_EXAMPLES): examples/java/pom.xml $(wildcard examples/java/src/main/java/inbox/*.java)
 	@command -v mvn >/dev/null || { echo "make examples: Maven (mvn) and a JDK 17 are needed: apt-get install maven" >&2; exit 1; }
-	mvn -q -f examples/java/pom.xml package
+	mvn -q -f examples/java/pom.xml package -Dbuilt.from=" built from $$(git rev-parse --short=12 HEAD)$$(git diff --quiet HEAD || echo ' with local changes')"
 
 $(KAFKA_JAR): $(VENV)/.installed lab/pom.xml
 	$(PY) -m lab.stack fetch

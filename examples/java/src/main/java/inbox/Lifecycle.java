@@ -35,9 +35,11 @@ final class Lifecycle {
     /** `--version` prints one line and exits 0; any other argument is an error (exit 2). */
     static void handleArguments(String program, String[] args) {
         if (args.length == 1 && args[0].equals("--version")) {
+            // the manifest's Implementation-Version: "1.0.0", or "1.0.0 built from <commit>" (pom.xml)
             String own = Lifecycle.class.getPackage().getImplementationVersion();
-            System.out.println(program + " " + (own == null ? "dev" : own)
-                    + " (kafka-clients " + AppInfoParser.getVersion() + ")");
+            String[] parts = (own == null ? "dev" : own).split(" (?=built from )", 2);
+            System.out.println(program + " " + parts[0] + " (kafka-clients " + AppInfoParser.getVersion() + ")"
+                    + (parts.length > 1 ? " " + parts[1] : ""));
             System.exit(0);
         }
         if (args.length > 0) {
