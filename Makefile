@@ -195,14 +195,15 @@ report: setup
 # The tests marked root (pytest -m root: the partition faults, the namespace relay, a small disk)
 # build network namespaces with `ip netns` or mount a tmpfs; without root they fail, and this
 # says so before they start.
-# LAB_TEST_SEED (tests/seeds.py) is refused in one line before any service starts
+# LAB_TEST_SEED (tests/seeds.py) is refused in one line before any service starts. Each lane
+# ends listing its slowest tests: the suite's budget is ten minutes, and this shows what nears it.
 test: test-seed up
 	@[ "$$(id -u)" = 0 ] || echo "make test: the $$($(PY) -m pytest -m root --collect-only -q 2>/dev/null | tail -1 | cut -d/ -f1) tests marked root (network partitions, a small disk: ip netns, mount) need root and will fail as $$(id -un)" >&2
 	$(SERIAL_STACK) $(PY) -m lab.stack up
-	@$(SERIAL_STACK) $(PY) -m pytest -p no:cacheprovider -m serial > .cache/serial/pytest.log 2>&1 & serial=$$!; \
+	@$(SERIAL_STACK) $(PY) -m pytest -p no:cacheprovider --durations=5 -m serial > .cache/serial/pytest.log 2>&1 & serial=$$!; \
 	  trap 'kill $$serial 2>/dev/null' INT TERM; \
 	  echo "$(PY) -m pytest -n 3 --dist loadgroup -m \"not serial\"  (and -m serial beside it, on the second stack)"; \
-	  $(PY) -m pytest -n 3 --dist loadgroup -m "not serial"; rest=$$?; \
+	  $(PY) -m pytest -n 3 --dist loadgroup --durations=10 -m "not serial"; rest=$$?; \
 	  wait $$serial; restarts=$$?; echo "--- the tests marked serial, on the second stack:"; cat .cache/serial/pytest.log; \
 	  [ $$rest = 0 ] && [ $$restarts = 0 ]
 
