@@ -44,9 +44,14 @@ $(GO_EXAMPLES): examples/go/go.mod examples/go/go.sum $(wildcard examples/go/cmd
 	@command -v go >/dev/null || { echo "make examples: Go 1.26 (go) is needed for examples/go: https://go.dev/dl/" >&2; exit 1; }
 	cd examples/go && go build -buildvcs=auto -o bin/ ./cmd/$(notdir $@)  # stamps the commit: --version names it
 
+# " built from <commit>" for the jar's --version, as go build stamps the Go pair (with local changes
+# when git status lists any file, as go's vcs.modified does); nothing outside a git checkout
+JAVA_BUILT_FROM = $(shell c=$$(git rev-parse --short=12 HEAD 2>/dev/null) && \
+  echo " built from $$c$$([ -z "$$(git status --porcelain)" ] || echo ' with local changes')")
+
 $(JAVA_EXAMPLES): examples/java/pom.xml $(wildcard examples/java/src/main/java/inbox/*.java)
 	@command -v mvn >/dev/null || { echo "make examples: Maven (mvn) and a JDK 17 are needed: apt-get install maven" >&2; exit 1; }
-	mvn -q -f examples/java/pom.xml package -Dbuilt.from=" built from $$(git rev-parse --short=12 HEAD)$$(git diff --quiet HEAD || echo ' with local changes')"
+	mvn -q -f examples/java/pom.xml package -Dbuilt.from="$(JAVA_BUILT_FROM)"
 
 $(KAFKA_JAR): $(VENV)/.installed lab/pom.xml
 	$(PY) -m lab.stack fetch
