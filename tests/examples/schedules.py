@@ -9,9 +9,10 @@ from tests.seeds import shifted
 
 def kill_schedule(command: str, out, version: str) -> dict:
     """Three SIGKILLs 1-2 s into each life (a JVM takes a moment to start), seed 7; the first line
-    the command's --version printed must start with `version`."""
+    the command's --version printed must start with `version`. 12,000 events: enough that the first
+    two lives end mid-stream on a fast idle machine (Go credited 4,000 in under 4 s on CI's)."""
     args = measure_kill.parse_args(["--command", command, "--version-command", f"{command} --version",
-                                    "--runs", "1", "--kills", "3", "--events", "4000", "--partitions", "3",
+                                    "--runs", "1", "--kills", "3", "--events", "12000", "--partitions", "3",
                                     "--life", "1,2", "--seed", str(shifted(7)), "--session-timeout-ms", "3000",
                                     "--out", str(out)])
     assert measure_kill.main(args) == 0
@@ -24,11 +25,13 @@ def held_to_kills(record: dict, inbox: bool) -> None:
     """The inbox credits each event once under the kills; the control duplicates (the kills land
     up to a second after its last automatic commit)."""
     if inbox:
-        assert record["kills"] == 3, record["kill_log"]
+        # the third life may find the stream drained when the host is fast: two mid-stream kills are
+        # the floor the control is held to, and what a duplicate or a loss needs to show
+        assert record["mid_stream_kills"] >= 2, record["kill_log"]
         assert (record["duplicates"], record["lost"], record["unexpected"]) == (0, 0, 0)
         assert record["balances_exact"] is True
     else:
-        assert record["kills"] >= 2, record["kill_log"]
+        assert record["mid_stream_kills"] >= 2, record["kill_log"]
         assert record["duplicates"] >= 1 and record["balances_exact"] is False, record
 
 
