@@ -171,7 +171,7 @@ def test_a_fault_declared_twice_or_with_an_unknown_need_is_refused(tmp_path):
 def test_a_throwaway_fault_from_elsewhere_is_landed_through_m1s_kill_loop(elsewhere):
     """measure_kill's --fault: halfway through each life, a drawn fault is landed on the working
     consumer; here the throwaway `look`, so the run's verdict is the kills' alone (c: 0/0)."""
-    config = {"events": 300, "partitions": 3, "work_ms": 5, "kills": 2, "life": (0.5, 1.5), "seed": shifted(7),
+    config = {"events": 400, "partitions": 3, "work_ms": 5, "kills": 2, "life": (0.5, 1.5), "seed": shifted(7),
               "session_timeout_ms": 2000, "faults": ["look"]}
     record = measure_kill.run_once("c", 1, config)
     assert [entry["fault"] for entry in record["kill_log"]] == ["look", "look"], record["kill_log"]

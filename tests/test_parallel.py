@@ -148,7 +148,8 @@ def test_poison_in_the_window_is_dead_lettered_and_passed(topic, group, dsn, con
 @pytest.mark.slow
 @pytest.mark.usefixtures("services")
 def test_k_survives_hard_kills_in_order():
-    config = {"runs": 1, "kills": 3, "events": 3000, "partitions": 3, "work_ms": 5, "life": [0.5, 1.5],
+    # 5,000: eight lanes of 5 ms credit at most 1,600 a second, so two lives cannot drain them
+    config = {"runs": 1, "kills": 3, "events": 5000, "partitions": 3, "work_ms": 5, "life": [0.5, 1.5],
               "seed": shifted(13), "session_timeout_ms": 2000, "heartbeat_interval_ms": 500, "lanes": 8}
     record = measure_kill.run_once("k", 1, config)
     assert record["kills"] == 3, record["kill_log"]

@@ -119,12 +119,12 @@ def test_a_throwaway_variant_in_a_file_of_its_own_runs_through_m1(tmp_path, monk
     registry.add_file(path)
     try:
         assert registry.get("throwaway-c").path == str(path.resolve())
-        config = {"events": 300, "partitions": 3, "work_ms": 5, "kills": 2, "life": (0.5, 1.5), "seed": shifted(7),
+        config = {"events": 400, "partitions": 3, "work_ms": 5, "kills": 2, "life": (0.5, 1.5), "seed": shifted(7),
                   "session_timeout_ms": 2000}
         record = measure_kill.run_once("throwaway-c", 1, config)
         assert record["kills"] == 2, record["kill_log"]
         assert (record["duplicates"], record["lost"], record["unexpected"]) == (0, 0, 0), json.dumps(record)[:500]
-        assert record["ledger_rows"] == 300
+        assert record["ledger_rows"] == 400
     finally:
         monkeypatch.delenv(registry.EXTRA)
         registry.everything.cache_clear()
